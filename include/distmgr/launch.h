@@ -1,0 +1,70 @@
+/* Launch detection: a pure function from an environment to a launch
+ * description. It makes no MPI call, so every launcher is testable with a
+ * fake environment.
+ *
+ * Precedence when no method is forced (first match wins):
+ *   1. Open MPI   OMPI_COMM_WORLD_RANK present. Wins over SLURM_* (stale
+ *                 SLURM_PROCID=0 when mpirun runs inside an sbatch allocation)
+ *                 and over torchrun-style RANK/WORLD_SIZE.
+ *   2. MPICH      PMI_RANK present (Hydra mpiexec, or srun --mpi=pmi2).
+ *   3. ENV        RANK or WORLD_SIZE present (torchrun). torchrun inside an
+ *                 sbatch/srun allocation is the inner launcher, so it wins
+ *                 over SLURM_*.
+ *   4. SLURM      SLURM_PROCID present. With SLURM_STEP_ID (an srun step) the
+ *                 task's rank/size come from SLURM_PROCID/SLURM_NTASKS; without
+ *                 it the process is an sbatch batch script: rank 0 of 1.
+ *   5. SINGLE     none of the above: one process.
+ * The MPI launchers come first because their variables are set per process by
+ * the launcher that started this very process, and MPI_Init will agree with
+ * them. When a lower-priority launcher's rank/size variables are also present
+ * and disagree, detection still succeeds and records a note (see `note`). */
+#ifndef DISTMGR_LAUNCH_H
+#define DISTMGR_LAUNCH_H
+
+#include "distmgr/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum dist_launch_method {
+  DIST_LAUNCH_AUTO = 0, /* detect (only as an input) */
+  DIST_LAUNCH_SINGLE,
+  DIST_LAUNCH_ENV, /* torchrun / torch.distributed "env://" variables */
+  DIST_LAUNCH_SLURM,
+  DIST_LAUNCH_OPENMPI,
+  DIST_LAUNCH_MPICH
+} dist_launch_method;
+
+#define DIST_ADDR_MAX 256
+
+typedef struct dist_launch {
+  dist_launch_method method;
+  int rank, size;              /* world rank and size as the launcher sees them */
+  int local_rank, local_size;  /* -1 when the launcher does not say */
+  char master_addr[DIST_ADDR_MAX]; /* "" when the launcher does not say */
+  int master_port;                 /* 0 when the launcher does not say */
+  int slurm_batch;             /* 1: SLURM batch script without an srun step */
+  int mpi_can_join;            /* 1: MPI_Init of these processes forms this world */
+  char note[256];              /* why lower-priority variables were ignored, or "" */
+} dist_launch;
+
+/* Describe the launch from `env`, a NULL-terminated list of "NAME=value"
+ * strings (as `environ`). `forced` = DIST_LAUNCH_AUTO applies the precedence
+ * above; any other value reads only that launcher's variables. Malformed values
+ * (non-numeric, negative, overflow, empty, rank >= size, local rank >= local
+ * size, a required variable missing) return DIST_ERR_ENVIRONMENT naming the
+ * variable and its value. `out` is written only on success. Pure; local. */
+dist_status dist_launch_detect(const char *const *env, dist_launch_method forced, dist_launch *out);
+
+/* "SINGLE", "ENV", "SLURM", "OPENMPI", "MPICH" ("AUTO" for DIST_LAUNCH_AUTO). */
+const char *dist_launch_method_name(dist_launch_method method);
+
+/* Inverse of dist_launch_method_name, case-insensitive; also accepts
+ * "torchrun" for ENV and "mpirun" for OPENMPI. Local. */
+dist_status dist_launch_method_parse(const char *name, dist_launch_method *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,53 @@
+/* Status codes and error messages.
+ *
+ * Every fallible distmgr call returns a dist_status: 0 on success, negative on
+ * error. dist_status_string() gives a constant one-line meaning of a code;
+ * dist_last_error() gives the detailed message written by the place that
+ * detected the most recent failure on the calling thread. */
+#ifndef DISTMGR_STATUS_H
+#define DISTMGR_STATUS_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* X-macro list: one place generates the enum and the strings. */
+#define DIST_STATUS_MAP(X)                                                                 \
+  X(SUCCESS, 0, "success")                                                                 \
+  X(ERR_INVALID_ARGUMENT, -1, "invalid argument")                                          \
+  X(ERR_NOT_INITIALIZED, -2, "distmgr is not initialized (call dist_manager_initialize)")  \
+  X(ERR_ENVIRONMENT, -3, "malformed launcher environment")                                 \
+  X(ERR_SETTING, -4, "invalid DIST_* setting")                                             \
+  X(ERR_LAUNCH_MISMATCH, -5, "launcher environment disagrees with MPI")                    \
+  X(ERR_UNSUPPORTED, -6, "unsupported launch or operation")                                \
+  X(ERR_UNKNOWN_GROUP, -7, "unknown process group")                                        \
+  X(ERR_DUPLICATE_GROUP, -8, "process group name already in use")                          \
+  X(ERR_GROUP_SIZE, -9, "group size does not fit its parent")                              \
+  X(ERR_NOT_MEMBER, -10, "calling rank is not a member of the group")                      \
+  X(ERR_MISMATCH, -11, "ranks disagree on a collective call")                              \
+  X(ERR_BUFFER_TOO_SMALL, -12, "output buffer too small")                                  \
+  X(ERR_MPI, -13, "MPI call failed")                                                       \
+  X(ERR_CUDA, -14, "CUDA call failed")                                                     \
+  X(ERR_NO_MEMORY, -15, "out of memory")                                                   \
+  X(ERR_INTERNAL, -16, "internal error (please report)")
+
+typedef enum dist_status {
+#define DIST__STATUS_ENUM(name, value, text) DIST_##name = value,
+  DIST_STATUS_MAP(DIST__STATUS_ENUM)
+#undef DIST__STATUS_ENUM
+} dist_status;
+
+/* Constant text for a status code ("unknown status" for values not in the list).
+ * Not collective. */
+const char *dist_status_string(dist_status status);
+
+/* Detailed message of the last failure on this thread, e.g.
+ * "RANK='abc' is not an integer (launch method ENV)"; "" if none yet.
+ * The text stays valid until the next failing distmgr call on this thread.
+ * Not collective. */
+const char *dist_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,54 @@
+/* Internal declarations shared by the files of lib/ (prefix dist__). */
+#ifndef DISTMGR_INTERNAL_H
+#define DISTMGR_INTERNAL_H
+
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "distmgr.h"
+
+/* Record `fmt` as this thread's last error and return `status`. Called by the
+ * place that detects an error; callers pass the code up. */
+dist_status dist__error(dist_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Return on failure: DIST_CHECK(call) passes the code up. */
+#define DIST_CHECK(call)                    \
+  do {                                      \
+    dist_status dist__s = (call);           \
+    if (dist__s != DIST_SUCCESS) return dist__s; \
+  } while (0)
+
+/* Value of NAME in a NULL-terminated "NAME=value" list, or NULL. */
+const char *dist__env_get(const char *const *env, const char *name);
+
+/* Strict decimal integer in [min, max]. Errors name `var`, its value and
+ * `context` ("launch method ENV"); status is DIST_ERR_ENVIRONMENT or
+ * DIST_ERR_SETTING as the caller chooses. */
+dist_status dist__parse_int(dist_status status, const char *var, const char *value, long min, long max,
+                            const char *context, int *out);
+
+/* Logging: the manager tells the log layer who we are. */
+void dist__log_set_rank(int rank, int size);
+
+/* Settings read once from an environment (see settings.c for the table). */
+typedef struct dist__settings {
+  dist_launch_method init_method; /* DIST_INIT_METHOD */
+  dist_log_level log_level;       /* DIST_LOG_LEVEL */
+  int device;                     /* DIST_DEVICE: -2 auto, -1 cpu, >= 0 CUDA index */
+  int ranks_per_node;             /* DIST_RANKS_PER_NODE: 0 = from MPI shared memory */
+  int master_port;                /* DIST_MASTER_PORT */
+} dist__settings;
+
+#define DIST__DEVICE_AUTO (-2)
+#define DIST__DEVICE_CPU (-1)
+
+dist_status dist__settings_read(const char *const *env, dist__settings *out);
+
+/* Device choice from the DIST_DEVICE setting, the number of visible CUDA
+ * devices and the local rank. Pure. */
+dist_status dist__device_choose(int setting, int visible, int local_rank, dist_device *out);
+int dist__device_visible_count(void);             /* 0 without CUDA or devices */
+dist_status dist__device_select(const dist_device *d); /* cudaSetDevice for CUDA */
+
+#endif

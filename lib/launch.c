@@ -1,0 +1,190 @@
+/* Launch detection (pure): environment -> dist_launch. Precedence is
+ * documented in include/distmgr/launch.h. */
+#include "internal.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+/* Variables each launcher sets; NULL where it has none. */
+typedef struct launcher_vars {
+  dist_launch_method method;
+  const char *rank, *size, *size_alt, *local_rank, *local_size;
+} launcher_vars;
+
+static const launcher_vars LAUNCHERS[] = {
+    {DIST_LAUNCH_OPENMPI, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", NULL, "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE"},
+    {DIST_LAUNCH_MPICH, "PMI_RANK", "PMI_SIZE", NULL, "MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
+    {DIST_LAUNCH_ENV, "RANK", "WORLD_SIZE", NULL, "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
+    {DIST_LAUNCH_SLURM, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_LOCALID", NULL},
+};
+#define NLAUNCHERS (sizeof LAUNCHERS / sizeof LAUNCHERS[0])
+
+static const launcher_vars *vars_of(dist_launch_method m) {
+  for (size_t i = 0; i < NLAUNCHERS; i++)
+    if (LAUNCHERS[i].method == m) return &LAUNCHERS[i];
+  return NULL;
+}
+
+const char *dist_launch_method_name(dist_launch_method m) {
+  switch (m) {
+    case DIST_LAUNCH_AUTO: return "AUTO";
+    case DIST_LAUNCH_SINGLE: return "SINGLE";
+    case DIST_LAUNCH_ENV: return "ENV";
+    case DIST_LAUNCH_SLURM: return "SLURM";
+    case DIST_LAUNCH_OPENMPI: return "OPENMPI";
+    case DIST_LAUNCH_MPICH: return "MPICH";
+  }
+  return "UNKNOWN";
+}
+
+dist_status dist_launch_method_parse(const char *name, dist_launch_method *out) {
+  static const struct { const char *name; dist_launch_method m; } names[] = {
+      {"AUTO", DIST_LAUNCH_AUTO},   {"SINGLE", DIST_LAUNCH_SINGLE},   {"ENV", DIST_LAUNCH_ENV},
+      {"TORCHRUN", DIST_LAUNCH_ENV}, {"SLURM", DIST_LAUNCH_SLURM},    {"OPENMPI", DIST_LAUNCH_OPENMPI},
+      {"MPIRUN", DIST_LAUNCH_OPENMPI}, {"MPICH", DIST_LAUNCH_MPICH}};
+  if (!name || !out) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_launch_method_parse: NULL argument");
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (strcasecmp(name, names[i].name) == 0) {
+      *out = names[i].m;
+      return DIST_SUCCESS;
+    }
+  return dist__error(DIST_ERR_INVALID_ARGUMENT,
+                     "unknown launch method '%s' (expected AUTO, SINGLE, ENV, SLURM, OPENMPI or MPICH)", name);
+}
+
+static dist_status get_int(const char *const *env, const char *var, long min, const char *ctx, int *out) {
+  return dist__parse_int(DIST_ERR_ENVIRONMENT, var, dist__env_get(env, var), min, INT_MAX, ctx, out);
+}
+
+/* Rank and size of launcher `v`; `batch` SLURM scripts are rank 0 of 1. */
+static dist_status read_rank_size(const char *const *env, const launcher_vars *v, const char *ctx, dist_launch *l) {
+  const char *size_var = dist__env_get(env, v->size) || !v->size_alt ? v->size : v->size_alt;
+  if (!dist__env_get(env, v->rank))
+    return dist__error(DIST_ERR_ENVIRONMENT, "%s is missing (%s)", v->rank, ctx);
+  if (!dist__env_get(env, size_var))
+    return dist__error(DIST_ERR_ENVIRONMENT, "%s is missing (%s)", size_var, ctx);
+  DIST_CHECK(get_int(env, v->rank, 0, ctx, &l->rank));
+  DIST_CHECK(get_int(env, size_var, 1, ctx, &l->size));
+  if (l->rank >= l->size)
+    return dist__error(DIST_ERR_ENVIRONMENT, "%s=%d is not below %s=%d (%s)", v->rank, l->rank, size_var, l->size,
+                       ctx);
+  return DIST_SUCCESS;
+}
+
+static dist_status read_local(const char *const *env, const launcher_vars *v, const char *ctx, dist_launch *l) {
+  l->local_rank = l->local_size = -1;
+  if (v->local_rank && dist__env_get(env, v->local_rank)) DIST_CHECK(get_int(env, v->local_rank, 0, ctx, &l->local_rank));
+  if (v->local_size && dist__env_get(env, v->local_size)) DIST_CHECK(get_int(env, v->local_size, 1, ctx, &l->local_size));
+  if (l->local_size > l->size)
+    return dist__error(DIST_ERR_ENVIRONMENT, "%s=%d exceeds the world size %d (%s)", v->local_size, l->local_size,
+                       l->size, ctx);
+  if (l->local_rank >= 0 && l->local_size > 0 && l->local_rank >= l->local_size)
+    return dist__error(DIST_ERR_ENVIRONMENT, "%s=%d is not below %s=%d (%s)", v->local_rank, l->local_rank,
+                       v->local_size, l->local_size, ctx);
+  return DIST_SUCCESS;
+}
+
+static dist_status read_master(const char *const *env, dist_launch_method m, const char *ctx, dist_launch *l) {
+  const char *addr = dist__env_get(env, "MASTER_ADDR");
+  /* SLURM: the launch node runs rank 0's srun; absent under plain sbatch. */
+  if ((!addr || !*addr) && m == DIST_LAUNCH_SLURM) addr = dist__env_get(env, "SLURM_LAUNCH_NODE_IPADDR");
+  if (addr && strlen(addr) >= DIST_ADDR_MAX)
+    return dist__error(DIST_ERR_ENVIRONMENT, "master address is %zu characters; the limit is %d (%s)", strlen(addr),
+                       DIST_ADDR_MAX - 1, ctx);
+  snprintf(l->master_addr, sizeof l->master_addr, "%s", addr ? addr : "");
+  l->master_port = 0;
+  if (dist__env_get(env, "MASTER_PORT"))
+    return dist__parse_int(DIST_ERR_ENVIRONMENT, "MASTER_PORT", dist__env_get(env, "MASTER_PORT"), 1, 65535, ctx,
+                           &l->master_port);
+  return DIST_SUCCESS;
+}
+
+static const char *size_value(const char *const *env, const launcher_vars *v) {
+  const char *s = dist__env_get(env, v->size);
+  return s || !v->size_alt ? s : dist__env_get(env, v->size_alt);
+}
+
+/* A launcher is "present" when its rank or size variable is set. SLURM's task
+ * count is also set in an salloc shell, where no task was launched, so only
+ * SLURM_PROCID marks a SLURM launch. */
+static int present(const char *const *env, const launcher_vars *v) {
+  if (dist__env_get(env, v->rank)) return 1;
+  return v->method != DIST_LAUNCH_SLURM && size_value(env, v) != NULL;
+}
+
+/* Note lower-priority launchers whose rank/size disagree with the chosen one. */
+static void note_disagreement(const char *const *env, dist_launch *l) {
+  for (size_t i = 0; i < NLAUNCHERS; i++) {
+    const launcher_vars *v = &LAUNCHERS[i];
+    const char *rv = dist__env_get(env, v->rank), *sv = size_value(env, v);
+    if (v->method == l->method || !present(env, v)) continue;
+    /* Compare text, not parsed values: parsing here would overwrite the
+     * thread's last error with a message about variables we ignore. */
+    char mine[32], size[32];
+    snprintf(mine, sizeof mine, "%d", l->rank);
+    snprintf(size, sizeof size, "%d", l->size);
+    if (!rv || !sv || strcmp(rv, mine) != 0 || strcmp(sv, size) != 0) {
+      snprintf(l->note, sizeof l->note, "%s variables ignored (rank %s, size %s): %s takes precedence",
+               dist_launch_method_name(v->method), rv ? rv : "unset", sv ? sv : "unset",
+               dist_launch_method_name(l->method));
+      return;
+    }
+  }
+}
+
+static dist_status detect_method(const char *const *env, dist_launch_method m, dist_launch *l) {
+  char ctx[64];
+  snprintf(ctx, sizeof ctx, "launch method %s", dist_launch_method_name(m));
+  memset(l, 0, sizeof *l);
+  l->method = m;
+  l->mpi_can_join = 1;
+  if (m == DIST_LAUNCH_SINGLE) {
+    l->rank = 0;
+    l->size = l->local_size = 1;
+    l->local_rank = 0;
+    return read_master(env, m, ctx, l);
+  }
+  const launcher_vars *v = vars_of(m);
+  if (m == DIST_LAUNCH_SLURM && !dist__env_get(env, "SLURM_STEP_ID") && !dist__env_get(env, "SLURM_STEPID")) {
+    /* Batch script: one process, whatever SLURM_NTASKS says about the allocation. */
+    if (!dist__env_get(env, "SLURM_PROCID")) return dist__error(DIST_ERR_ENVIRONMENT, "SLURM_PROCID is missing (%s)", ctx);
+    int procid;
+    DIST_CHECK(get_int(env, "SLURM_PROCID", 0, ctx, &procid));
+    l->slurm_batch = 1;
+    l->rank = 0;
+    l->size = l->local_size = 1;
+    l->local_rank = 0;
+  } else {
+    DIST_CHECK(read_rank_size(env, v, ctx, l));
+    DIST_CHECK(read_local(env, v, ctx, l));
+  }
+  /* torchrun processes have no MPI runtime to join (launchers.md). */
+  if (m == DIST_LAUNCH_ENV && l->size > 1) l->mpi_can_join = 0;
+  DIST_CHECK(read_master(env, m, ctx, l));
+  note_disagreement(env, l);
+  return DIST_SUCCESS;
+}
+
+dist_status dist_launch_detect(const char *const *env, dist_launch_method forced, dist_launch *out) {
+  if (!out) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_launch_detect: out is NULL");
+  static const char *const empty[] = {NULL};
+  if (!env) env = empty;
+  dist_launch_method m = forced;
+  if (m < DIST_LAUNCH_AUTO || m > DIST_LAUNCH_MPICH)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_launch_detect: unknown method %d", (int)m);
+  if (m == DIST_LAUNCH_AUTO) {
+    m = DIST_LAUNCH_SINGLE;
+    for (size_t i = 0; i < NLAUNCHERS; i++)
+      if (present(env, &LAUNCHERS[i])) {
+        m = LAUNCHERS[i].method;
+        break;
+      }
+  }
+  dist_launch l;
+  DIST_CHECK(detect_method(env, m, &l));
+  *out = l;
+  return DIST_SUCCESS;
+}

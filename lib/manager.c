@@ -1,0 +1,183 @@
+/* The manager: initialize and finalize the single global state. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "state.h"
+
+extern char **environ;
+
+dist__manager dist__state;
+static int atexit_registered;
+
+dist_status dist__require_initialized(const char *what) {
+  if (dist__state.initialized) return DIST_SUCCESS;
+  return dist__error(DIST_ERR_NOT_INITIALIZED, "%s called before dist_manager_initialize()", what);
+}
+
+static const int MPI_LEVELS[] = {MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED, MPI_THREAD_SERIALIZED, MPI_THREAD_MULTIPLE};
+
+/* Release everything; MPI itself only at exit (see manager.h). */
+static void release_state(void) {
+  dist__manager *m = &dist__state;
+  int finalized = 0;
+  dist__groups_free();
+  MPI_Finalized(&finalized);
+  if (m->world != MPI_COMM_NULL && !finalized) MPI_Comm_free(&m->world);
+  m->world = MPI_COMM_NULL;
+  m->initialized = 0;
+  dist__log_set_rank(-1, -1);
+}
+
+static void at_exit(void) {
+  int inited = 0, finalized = 0;
+  if (dist__state.initialized) release_state();
+  MPI_Initialized(&inited);
+  MPI_Finalized(&finalized);
+  if (dist__state.mpi_ours && inited && !finalized) MPI_Finalize();
+}
+
+static dist_status start_mpi(MPI_Comm adopt, dist_thread_level level) {
+  dist__manager *m = &dist__state;
+  int inited = 0, finalized = 0, provided = MPI_THREAD_SINGLE;
+  MPI_Finalized(&finalized);
+  if (finalized) return dist__error(DIST_ERR_UNSUPPORTED, "MPI was already finalized; it cannot be initialized again");
+  MPI_Initialized(&inited);
+  if (!inited) {
+    if (adopt != MPI_COMM_WORLD)
+      return dist__error(DIST_ERR_INVALID_ARGUMENT, "adopting a communicator requires MPI to be initialized first");
+    int rc = MPI_Init_thread(NULL, NULL, MPI_LEVELS[level], &provided);
+    if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Init_thread");
+    m->mpi_ours = 1;
+  } else {
+    MPI_Query_thread(&provided);
+  }
+  if (!atexit_registered && atexit(at_exit) == 0) atexit_registered = 1;
+  if (provided < MPI_LEVELS[level])
+    return dist__error(DIST_ERR_UNSUPPORTED, "MPI provides thread level %d, less than the requested %d", provided,
+                       MPI_LEVELS[level]);
+  int rc = MPI_Comm_dup(adopt, &m->world);
+  if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Comm_dup (world)");
+  MPI_Comm_set_errhandler(m->world, MPI_ERRORS_RETURN);
+  m->adopted = adopt != MPI_COMM_WORLD;
+  return DIST_SUCCESS;
+}
+
+/* The launcher's rank/size must be MPI_COMM_WORLD's. */
+static dist_status check_launcher_world(void) {
+  const dist_launch *l = &dist__state.launch;
+  int rank, size;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (rank == l->rank && size == l->size) return DIST_SUCCESS;
+  return dist__error(DIST_ERR_LAUNCH_MISMATCH,
+                     "launcher %s says rank %d of %d, MPI says rank %d of %d (was the program started by the "
+                     "launcher that set these variables? force one with DIST_INIT_METHOD)",
+                     dist_launch_method_name(l->method), l->rank, l->size, rank, size);
+}
+
+/* Master address: the launcher's, else rank 0's host name. */
+static dist_status find_master(void) {
+  dist__manager *m = &dist__state;
+  char host[DIST_ADDR_MAX] = "";
+  if (m->launch.master_addr[0]) {
+    snprintf(host, sizeof host, "%s", m->launch.master_addr);
+  } else {
+    int len = 0;
+    char name[MPI_MAX_PROCESSOR_NAME];
+    if (MPI_Get_processor_name(name, &len) == MPI_SUCCESS) snprintf(host, sizeof host, "%.*s", (int)sizeof host - 1, name);
+    int rc = MPI_Bcast(host, sizeof host, MPI_CHAR, 0, m->world);
+    if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Bcast (master address)");
+  }
+  memcpy(m->master_addr, host, sizeof host);
+  m->master_port = m->launch.master_port ? m->launch.master_port : m->settings.master_port;
+  return DIST_SUCCESS;
+}
+
+static dist_status choose_device(void) {
+  dist__manager *m = &dist__state;
+  DIST_CHECK(dist__device_choose(m->settings.device, dist__device_visible_count(), m->local_rank, &m->device));
+  return dist__device_select(&m->device);
+}
+
+static void log_settings(void) {
+  const dist__settings *s = &dist__state.settings;
+  dist_log(DIST_LOG_DEBUG, "settings: DIST_INIT_METHOD=%s DIST_LOG_LEVEL=%d DIST_DEVICE=%d DIST_RANKS_PER_NODE=%d DIST_MASTER_PORT=%d",
+           dist_launch_method_name(s->init_method), (int)s->log_level, s->device, s->ranks_per_node, s->master_port);
+}
+
+/* Steps before MPI: settings and launch detection, purely local. */
+static dist_status detect(const dist_init_options *o) {
+  dist__manager *m = &dist__state;
+  DIST_CHECK(dist__settings_read((const char *const *)environ, &m->settings));
+  dist_log_level_set(m->settings.log_level);
+  log_settings();
+  dist_launch_method forced = o->method != DIST_LAUNCH_AUTO ? o->method : m->settings.init_method;
+  DIST_CHECK(dist_launch_detect((const char *const *)environ, forced, &m->launch));
+  if (m->launch.note[0]) dist_log(DIST_LOG_INFO, "%s", m->launch.note);
+  if (!m->launch.mpi_can_join)
+    return dist__error(DIST_ERR_UNSUPPORTED,
+                       "launched by torchrun-style variables (WORLD_SIZE=%d) without an MPI launcher: MPI cannot "
+                       "join processes it did not start; launch with 'mpirun -n %d' or 'srun -n %d' instead",
+                       m->launch.size, m->launch.size, m->launch.size);
+  return DIST_SUCCESS;
+}
+
+static dist_status initialize(MPI_Comm adopt, const dist_init_options *options) {
+  dist__manager *m = &dist__state;
+  dist_init_options o = DIST_INIT_OPTIONS_INIT;
+  if (m->initialized) {
+    dist_log(DIST_LOG_DEBUG, "dist_manager_initialize: already initialized");
+    return DIST_SUCCESS;
+  }
+  if (options) o = *options;
+  if (o.thread_level < DIST_THREAD_SINGLE || o.thread_level > DIST_THREAD_MULTIPLE)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "thread level %d is not a dist_thread_level", (int)o.thread_level);
+  if (o.method < DIST_LAUNCH_AUTO || o.method > DIST_LAUNCH_MPICH)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "launch method %d is not a dist_launch_method", (int)o.method);
+  if (adopt == MPI_COMM_NULL) return dist__error(DIST_ERR_INVALID_ARGUMENT, "cannot adopt MPI_COMM_NULL as the world");
+
+  int mpi_ours = m->mpi_ours; /* survives re-initialization */
+  memset(m, 0, sizeof *m);
+  m->mpi_ours = mpi_ours;
+  m->world = MPI_COMM_NULL;
+  DIST_CHECK(detect(&o));
+  DIST_CHECK(start_mpi(adopt, o.thread_level));
+  /* From here all ranks of the world decide together. */
+  dist_status s = dist__agree(m->world, check_launcher_world(), "checking the launcher against MPI");
+  if (!s) s = dist__topology_setup();
+  if (!s) s = dist__agree(m->world, choose_device(), "selecting the device");
+  if (!s) s = find_master();
+  if (s) {
+    release_state();
+    return s;
+  }
+  dist__log_set_rank(m->rank, m->size);
+  m->initialized = 1;
+  char line[512];
+  dist_manager_describe(line, sizeof line);
+  dist_log(DIST_LOG_INFO, "initialized: %s", line);
+  return DIST_SUCCESS;
+}
+
+dist_status dist_manager_initialize(void) { return initialize(MPI_COMM_WORLD, NULL); }
+
+dist_status dist_manager_initialize_with(const dist_init_options *options) {
+  return initialize(MPI_COMM_WORLD, options);
+}
+
+dist_status dist_manager_initialize_comm(MPI_Comm world, const dist_init_options *options) {
+  return initialize(world, options);
+}
+
+dist_status dist_manager_finalize(void) {
+  DIST_CHECK(dist__require_initialized("dist_manager_finalize"));
+  /* A barrier makes finalize collective: no rank frees communicators another
+   * rank is still using in a collective. */
+  int rc = MPI_Barrier(dist__state.world);
+  release_state();
+  if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Barrier (finalize)");
+  return DIST_SUCCESS;
+}
+
+int dist_manager_is_initialized(void) { return dist__state.initialized; }

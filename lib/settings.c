@@ -1,0 +1,90 @@
+/* The DIST_* settings: one table of name, default, doc and parser. */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+typedef dist_status (*setting_parser)(const char *name, const char *value, dist__settings *s);
+
+static dist_status parse_method(const char *name, const char *value, dist__settings *s) {
+  if (dist_launch_method_parse(value, &s->init_method) != DIST_SUCCESS)
+    return dist__error(DIST_ERR_SETTING, "%s='%s' is not a launch method (AUTO, SINGLE, ENV, SLURM, OPENMPI, MPICH)",
+                       name, value);
+  return DIST_SUCCESS;
+}
+
+static dist_status parse_log_level(const char *name, const char *value, dist__settings *s) {
+  static const char *const levels[] = {"none", "error", "warn", "info", "debug"};
+  for (int i = 0; i < 5; i++)
+    if (strcasecmp(value, levels[i]) == 0) {
+      s->log_level = (dist_log_level)i;
+      return DIST_SUCCESS;
+    }
+  int n;
+  if (dist__parse_int(DIST_ERR_SETTING, name, value, 0, 4, "expected none, error, warn, info, debug or 0-4", &n))
+    return DIST_ERR_SETTING;
+  s->log_level = (dist_log_level)n;
+  return DIST_SUCCESS;
+}
+
+static dist_status parse_device(const char *name, const char *value, dist__settings *s) {
+  if (strcasecmp(value, "auto") == 0) s->device = DIST__DEVICE_AUTO;
+  else if (strcasecmp(value, "cpu") == 0) s->device = DIST__DEVICE_CPU;
+  else return dist__parse_int(DIST_ERR_SETTING, name, value, 0, 1023, "expected auto, cpu or a CUDA device index", &s->device);
+  return DIST_SUCCESS;
+}
+
+static dist_status parse_ranks_per_node(const char *name, const char *value, dist__settings *s) {
+  return dist__parse_int(DIST_ERR_SETTING, name, value, 0, 1 << 20, "0 means: ask MPI which ranks share memory",
+                         &s->ranks_per_node);
+}
+
+static dist_status parse_port(const char *name, const char *value, dist__settings *s) {
+  return dist__parse_int(DIST_ERR_SETTING, name, value, 1, 65535, "a TCP port", &s->master_port);
+}
+
+static const struct {
+  dist_setting_info info;
+  setting_parser parse;
+} TABLE[] = {
+    {{"DIST_INIT_METHOD", "AUTO",
+      "launch method: AUTO (detect), SINGLE, ENV (torchrun), SLURM, OPENMPI or MPICH"},
+     parse_method},
+    {{"DIST_LOG_LEVEL", "warn", "log threshold: none, error, warn, info or debug (or 0-4)"}, parse_log_level},
+    {{"DIST_DEVICE", "auto",
+      "device: auto (local rank mod visible CUDA devices, CPU if none), cpu, or a CUDA device index"},
+     parse_device},
+    {{"DIST_RANKS_PER_NODE", "0",
+      "treat each N consecutive world ranks as one node (simulated nodes); 0 = real nodes from MPI shared memory"},
+     parse_ranks_per_node},
+    {{"DIST_MASTER_PORT", "12355", "master port reported when the launcher sets no MASTER_PORT"}, parse_port},
+};
+#define NSETTINGS ((int)(sizeof TABLE / sizeof TABLE[0]))
+
+int dist_settings_count(void) { return NSETTINGS; }
+
+const dist_setting_info *dist_settings_get(int i) { return i >= 0 && i < NSETTINGS ? &TABLE[i].info : NULL; }
+
+dist_status dist__settings_read(const char *const *env, dist__settings *out) {
+  dist__settings s;
+  /* Defaults go through the same parsers as user values. */
+  for (int i = 0; i < NSETTINGS; i++)
+    if (TABLE[i].parse(TABLE[i].info.name, TABLE[i].info.default_value, &s) != DIST_SUCCESS)
+      return dist__error(DIST_ERR_INTERNAL, "default of %s does not parse", TABLE[i].info.name);
+  for (int i = 0; i < NSETTINGS; i++) {
+    const char *v = dist__env_get(env, TABLE[i].info.name);
+    if (v) DIST_CHECK(TABLE[i].parse(TABLE[i].info.name, v, &s));
+  }
+  *out = s;
+  return DIST_SUCCESS;
+}
+
+void dist_settings_print(FILE *out) {
+  fprintf(out, "%-20s %-8s %-10s %s\n", "setting", "default", "value", "meaning");
+  for (int i = 0; i < NSETTINGS; i++) {
+    const char *v = getenv(TABLE[i].info.name);
+    fprintf(out, "%-20s %-8s %-10s %s\n", TABLE[i].info.name, TABLE[i].info.default_value, v ? v : "(unset)",
+            TABLE[i].info.doc);
+  }
+}

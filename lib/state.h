@@ -1,0 +1,70 @@
+/* The manager's single global state (Borg) and the group table. */
+#ifndef DISTMGR_STATE_H
+#define DISTMGR_STATE_H
+
+#include <mpi.h>
+#include <stdint.h>
+
+#include "distmgr/mpi.h"
+#include "internal.h"
+#include "layout.h"
+
+typedef struct dist__group {
+  char name[DIST_GROUP_NAME_MAX + 1];
+  int parent;          /* index in the table; -1 for world */
+  dist__layout layout; /* over the manager's world */
+  int size;            /* members of my copy (of the group, for non-members) */
+  int rank;            /* my rank in my copy; -1 if not a member */
+  int *members;        /* world ranks of my copy, NULL if not a member */
+  MPI_Comm comm;       /* MPI_COMM_NULL if not a member */
+} dist__group;
+
+typedef struct dist__manager {
+  int initialized;
+  int mpi_ours; /* distmgr called MPI_Init: finalize MPI at exit */
+  dist__settings settings;
+  dist_launch launch;
+  int adopted; /* world is an application's communicator */
+  MPI_Comm world;
+  int rank, size, local_rank, local_size, node, nnodes;
+  dist_device device;
+  char master_addr[DIST_ADDR_MAX];
+  int master_port;
+  dist__group *groups;
+  int ngroups, capacity;
+} dist__manager;
+
+extern dist__manager dist__state;
+
+/* Return DIST_ERR_NOT_INITIALIZED naming `what` unless initialized. */
+dist_status dist__require_initialized(const char *what);
+
+/* Convert an MPI error code into DIST_ERR_MPI with MPI's text. */
+dist_status dist__mpi_error(int code, const char *call);
+
+/* Every rank of the world passes its local status; all return the first
+ * (lowest-rank) failure's code. Rank-local failures thus never leave other
+ * ranks waiting in a later collective. The message stays the local one on
+ * failing ranks; others get one naming the failing rank. */
+dist_status dist__agree(MPI_Comm comm, dist_status mine, const char *what);
+
+/* Check with one all-reduce that every rank passes the same 64-bit `hash` for
+ * the collective call `what`; DIST_ERR_MISMATCH on every rank otherwise. */
+dist_status dist__agree_hash(MPI_Comm comm, uint64_t hash, const char *what);
+uint64_t dist__hash(uint64_t h, const void *data, size_t n);
+#define DIST__HASH_SEED 1469598103934665603ULL
+
+/* Group table. */
+dist_status dist__group_find(const char *name, dist__group **out); /* NULL = world */
+/* Add a group with this layout (taken over) after creating its communicator
+ * with MPI_Comm_split over the world. Collective over the world. */
+dist_status dist__group_add(const char *name, int parent, dist__layout *layout);
+dist_status dist__group_check_new_name(const char *name);
+void dist__groups_free(void);
+
+/* Topology: nodes from MPI shared memory (or DIST_RANKS_PER_NODE), checked
+ * against the launcher's local values; fills rank/size/local/node fields and
+ * creates "world", "local" and "cross". Collective over the world. */
+dist_status dist__topology_setup(void);
+
+#endif

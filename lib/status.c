@@ -1,0 +1,29 @@
+/* Status strings and the thread-local last-error message. */
+#include "internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+static _Thread_local char last_error[1024];
+
+const char *dist_status_string(dist_status status) {
+  switch (status) {
+#define DIST__STATUS_CASE(name, value, text) \
+  case DIST_##name:                          \
+    return text;
+    DIST_STATUS_MAP(DIST__STATUS_CASE)
+#undef DIST__STATUS_CASE
+  }
+  return "unknown status";
+}
+
+const char *dist_last_error(void) { return last_error; }
+
+dist_status dist__error(dist_status status, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(last_error, sizeof last_error, fmt, ap);
+  va_end(ap);
+  dist_log(DIST_LOG_DEBUG, "error %d (%s): %s", (int)status, dist_status_string(status), last_error);
+  return status;
+}
