@@ -37,7 +37,7 @@ dist_status dist_group_create_subgroup(const char *name, int size, const char *p
   DIST_CHECK(dist__group_find(parent, &p));
   dist__layout l;
   dist_status s = dist__layout_subgroup(&p->layout, size, &l);
-  if (s) return dist__error(s, "subgroup '%s' of '%s': %s", name, p->name, dist_last_error());
+  if (s) return dist__error_context(s, "subgroup '%s' of '%s'", name, p->name);
   return add(name, index_of(p), s, &l);
 }
 
@@ -51,7 +51,7 @@ dist_status dist_group_create_orthogonal(const char *name, const char *of) {
   if (g->parent < 0) return dist__error(DIST_ERR_INVALID_ARGUMENT, "orthogonal group '%s': 'world' has no parent to be orthogonal in", name);
   dist__layout l;
   dist_status s = dist__layout_orthogonal(&dist__state.groups[g->parent].layout, &g->layout, &l);
-  if (s) return dist__error(s, "orthogonal group '%s' of '%s': %s", name, of, dist_last_error());
+  if (s) return dist__error_context(s, "orthogonal group '%s' of '%s'", name, of);
   return add(name, g->parent, s, &l);
 }
 
@@ -63,7 +63,7 @@ dist_status dist_group_create_ranks(const char *name, int n, const int *ranks) {
   if (!ranks) return dist__error(DIST_ERR_INVALID_ARGUMENT, "group '%s': rank list is NULL", name);
   dist__layout l;
   dist_status s = dist__layout_ranks(dist__state.size, n, ranks, &l);
-  if (s) return dist__error(s, "group '%s': %s", name, dist_last_error());
+  if (s) return dist__error_context(s, "group '%s'", name);
   return add(name, 0, s, &l);
 }
 
@@ -105,7 +105,7 @@ dist_status dist_group_create_mesh(const char *parent, int ndims, const int *siz
   if (p->layout.size < 1)
     return dist__error(DIST_ERR_GROUP_SIZE, "mesh: the copies of '%s' differ in size; it cannot hold a mesh", p->name);
   dist_status s = dist__mesh_resolve(ndims, sizes, p->layout.size, dims);
-  if (s) return dist__error(s, "mesh over '%s': %s", p->name, dist_last_error());
+  if (s) return dist__error_context(s, "mesh over '%s'", p->name);
   return create_axes(p, ndims, dims, names);
 }
 

@@ -12,6 +12,10 @@
  * place that detects an error; callers pass the code up. */
 dist_status dist__error(dist_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Prefix this thread's last error with context ("subgroup 'g' of 'world'")
+ * and return `status`. */
+dist_status dist__error_context(dist_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* Return on failure: DIST_CHECK(call) passes the code up. */
 #define DIST_CHECK(call)                    \
   do {                                      \

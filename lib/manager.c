@@ -81,7 +81,7 @@ static dist_status find_master(void) {
   dist__manager *m = &dist__state;
   char host[DIST_ADDR_MAX] = "";
   if (m->launch.master_addr[0]) {
-    snprintf(host, sizeof host, "%s", m->launch.master_addr);
+    memcpy(host, m->launch.master_addr, sizeof host);
   } else {
     int len = 0;
     char name[MPI_MAX_PROCESSOR_NAME];

@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static _Thread_local char last_error[1024];
 
@@ -26,4 +27,14 @@ dist_status dist__error(dist_status status, const char *fmt, ...) {
   va_end(ap);
   dist_log(DIST_LOG_DEBUG, "error %d (%s): %s", (int)status, dist_status_string(status), last_error);
   return status;
+}
+
+dist_status dist__error_context(dist_status status, const char *fmt, ...) {
+  char detail[sizeof last_error], prefix[256];
+  memcpy(detail, last_error, sizeof detail); /* the old text is about to be overwritten */
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(prefix, sizeof prefix, fmt, ap);
+  va_end(ap);
+  return dist__error(status, "%s: %s", prefix, detail);
 }

@@ -85,12 +85,18 @@ spawn() {
     echo $! >"$DIR/run/$name.pid"
 }
 
-# Stop one daemon by pid file: TERM, wait up to 5 s, then KILL.
+# Stop one daemon: TERM, wait up to 5 s, then KILL.  Found by its pid file,
+# or by name + DIR on its command line when a killed start left no pid file.
 stop_daemon() {
     local name=$1 pid i
-    [ -f "$DIR/run/$name.pid" ] || return 0
     pid=$(cat "$DIR/run/$name.pid" 2>/dev/null || true)
-    is_ours "$pid" || return 0
+    if ! is_ours "$pid"; then
+        pid=
+        for i in $(pgrep -x "$name" 2>/dev/null || true); do
+            if is_ours "$i"; then pid=$i; fi
+        done
+        [ -n "$pid" ] || return 0
+    fi
     kill -TERM "$pid" 2>/dev/null || true
     for i in $(seq 1 25); do
         is_ours "$pid" || return 0
