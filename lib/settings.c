@@ -22,8 +22,9 @@ static dist_status parse_log_level(const char *name, const char *value, dist__se
       return DIST_SUCCESS;
     }
   int n;
-  if (dist__parse_int(DIST_ERR_SETTING, name, value, 0, 4, "expected none, error, warn, info, debug or 0-4", &n))
-    return DIST_ERR_SETTING;
+  if (dist__parse_int(DIST_ERR_SETTING, name, value, 0, 4, "levels", &n))
+    return dist__error(DIST_ERR_SETTING, "%s='%s' is not a log level (none, error, warn, info, debug or 0-4)", name,
+                       value);
   s->log_level = (dist_log_level)n;
   return DIST_SUCCESS;
 }

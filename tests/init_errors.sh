@@ -1,0 +1,55 @@
+#!/bin/sh
+# Launch environments that must fail with a clear message, or work, when a
+# program is started directly (an MPI singleton) with a given environment;
+# and a program that forgets dist_manager_finalize under the launcher.
+set -u
+B=${top_builddir:-.}
+HELLO="$B/examples/hello"
+FORGET="$B/tests/forget_finalize"
+LAUNCHER=${LAUNCHER:-mpirun --oversubscribe --allow-run-as-root -n}
+failures=0
+
+# expect <exit: ok|fail> <text the output must contain> <env assignments...>
+expect() {
+  want=$1 text=$2
+  shift 2
+  out=$(env "$@" timeout 60 "$HELLO" 2>&1)
+  rc=$?
+  if [ "$want" = ok ] && [ $rc -ne 0 ]; then verdict=FAIL; elif [ "$want" = fail ] && [ $rc -eq 0 ]; then verdict=FAIL
+  elif ! printf '%s' "$out" | grep -qF -- "$text"; then verdict=FAIL; else verdict=PASS; fi
+  echo "$verdict: [$*] -> rc=$rc, expected $want with '$text'"
+  [ $verdict = PASS ] || { failures=$((failures + 1)); printf '%s\n' "$out" | sed 's/^/    /'; }
+}
+
+# torchrun with several processes cannot be joined by MPI: say how to launch.
+expect fail "launch with 'mpirun -n 2' or 'srun -n 2'" RANK=0 WORLD_SIZE=2 LOCAL_RANK=0
+expect ok "[ENV] rank 0/1" RANK=0 WORLD_SIZE=1
+expect fail "RANK='abc' is not an integer (launch method ENV)" RANK=abc WORLD_SIZE=2
+expect fail "WORLD_SIZE is missing" RANK=0
+expect fail "RANK=3 is not below WORLD_SIZE=2" RANK=3 WORLD_SIZE=2
+expect fail "MASTER_PORT='http' is not an integer" RANK=0 WORLD_SIZE=1 MASTER_PORT=http
+# The environment must agree with what MPI says.
+expect fail "launcher MPICH says rank 1 of 2, MPI says rank 0 of 1" PMI_RANK=1 PMI_SIZE=2
+expect fail "launcher SLURM says rank 1 of 2, MPI says rank 0 of 1" SLURM_PROCID=1 SLURM_NTASKS=2 SLURM_STEP_ID=0
+# Plain sbatch (batch script, no srun, no launch-node address): one process.
+expect ok "[SLURM] rank 0/1" SLURM_PROCID=0 SLURM_NTASKS=4 SLURM_LOCALID=0 SLURM_JOB_ID=7
+# DIST_INIT_METHOD forces a launcher; bad settings name the variable.
+expect ok "[SINGLE] rank 0/1" DIST_INIT_METHOD=single SLURM_PROCID=1 SLURM_NTASKS=2 SLURM_STEP_ID=0
+expect fail "DIST_INIT_METHOD='pbs'" DIST_INIT_METHOD=pbs
+expect fail "DIST_LOG_LEVEL='loud' is not a log level" DIST_LOG_LEVEL=loud
+expect fail "DIST_RANKS_PER_NODE='two'" DIST_RANKS_PER_NODE=two
+# CPU-only host: asking for a CUDA device is an error, auto gives the CPU.
+expect fail "DIST_DEVICE=3 but this process sees 0 CUDA device(s)" DIST_DEVICE=3 CUDA_VISIBLE_DEVICES=
+expect ok "device cpu:0" DIST_DEVICE=auto CUDA_VISIBLE_DEVICES=
+
+# Under the launcher: torchrun-style variables next to MPI ones lose, and a
+# program without dist_manager_finalize still exits with status 0.
+out=$(timeout 60 $LAUNCHER 2 env RANK=5 WORLD_SIZE=9 "$HELLO" 2>&1)
+if [ $? -eq 0 ] && [ "$(printf '%s\n' "$out" | grep -c 'rank [01]/2')" -eq 2 ]; then echo "PASS: RANK/WORLD_SIZE beside the launcher's variables"
+else failures=$((failures + 1)); echo "FAIL: RANK/WORLD_SIZE beside the launcher's variables"; printf '%s\n' "$out"; fi
+out=$(timeout 60 $LAUNCHER 2 "$FORGET" 2>&1)
+if [ $? -eq 0 ] && [ "$(printf '%s\n' "$out" | grep -c 'leaving without finalize')" -eq 2 ]; then echo "PASS: exit without finalize"
+else failures=$((failures + 1)); echo "FAIL: exit without finalize"; printf '%s\n' "$out"; fi
+
+echo "init_errors: $failures failure(s)"
+[ $failures -eq 0 ]
