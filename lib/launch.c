@@ -65,7 +65,8 @@ static dist_status read_rank_size(const char *const *env, const launcher_vars *v
   if (!dist__env_get(env, v->rank))
     return dist__error(DIST_ERR_ENVIRONMENT, "%s is missing (%s)", v->rank, ctx);
   if (!dist__env_get(env, size_var))
-    return dist__error(DIST_ERR_ENVIRONMENT, "%s is missing (%s)", size_var, ctx);
+    return dist__error(DIST_ERR_ENVIRONMENT, "%s is missing%s%s%s (%s)", v->size, v->size_alt ? " (and so is " : "",
+                       v->size_alt ? v->size_alt : "", v->size_alt ? ")" : "", ctx);
   DIST_CHECK(get_int(env, v->rank, 0, ctx, &l->rank));
   DIST_CHECK(get_int(env, size_var, 1, ctx, &l->size));
   if (l->rank >= l->size)
@@ -78,6 +79,9 @@ static dist_status read_local(const char *const *env, const launcher_vars *v, co
   l->local_rank = l->local_size = -1;
   if (v->local_rank && dist__env_get(env, v->local_rank)) DIST_CHECK(get_int(env, v->local_rank, 0, ctx, &l->local_rank));
   if (v->local_size && dist__env_get(env, v->local_size)) DIST_CHECK(get_int(env, v->local_size, 1, ctx, &l->local_size));
+  if (l->local_rank >= l->size)
+    return dist__error(DIST_ERR_ENVIRONMENT, "%s=%d is not below the world size %d (%s)", v->local_rank, l->local_rank,
+                       l->size, ctx);
   if (l->local_size > l->size)
     return dist__error(DIST_ERR_ENVIRONMENT, "%s=%d exceeds the world size %d (%s)", v->local_size, l->local_size,
                        l->size, ctx);
@@ -88,11 +92,11 @@ static dist_status read_local(const char *const *env, const launcher_vars *v, co
 }
 
 static dist_status read_master(const char *const *env, dist_launch_method m, const char *ctx, dist_launch *l) {
-  const char *addr = dist__env_get(env, "MASTER_ADDR");
+  const char *var = "MASTER_ADDR", *addr = dist__env_get(env, var);
   /* SLURM: the launch node runs rank 0's srun; absent under plain sbatch. */
-  if ((!addr || !*addr) && m == DIST_LAUNCH_SLURM) addr = dist__env_get(env, "SLURM_LAUNCH_NODE_IPADDR");
+  if ((!addr || !*addr) && m == DIST_LAUNCH_SLURM) addr = dist__env_get(env, var = "SLURM_LAUNCH_NODE_IPADDR");
   if (addr && strlen(addr) >= DIST_ADDR_MAX)
-    return dist__error(DIST_ERR_ENVIRONMENT, "master address is %zu characters; the limit is %d (%s)", strlen(addr),
+    return dist__error(DIST_ERR_ENVIRONMENT, "%s is %zu characters; the limit is %d (%s)", var, strlen(addr),
                        DIST_ADDR_MAX - 1, ctx);
   snprintf(l->master_addr, sizeof l->master_addr, "%s", addr ? addr : "");
   l->master_port = 0;

@@ -1,1 +1,428 @@
-int main(void){return 0;}
+/* Unit tests for the small pure pieces: status strings, the per-thread last
+ * error, DIST_* settings, device choice and strict integer parsing. */
+#include "internal.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cunit_main.h"
+
+/* Print the case name after a failed check so a table row can be found. */
+static void name_failure(unsigned failures_before, const char *what) {
+  if (CU_get_number_of_failures() != failures_before) fprintf(stderr, "  ^ failing case: %s\n", what);
+}
+
+/* ---- status strings -------------------------------------------------------- */
+
+#define AS_CODE(name, value, text) DIST_##name,
+static const dist_status ALL_CODES[] = {DIST_STATUS_MAP(AS_CODE)};
+#undef AS_CODE
+#define NCODES (sizeof ALL_CODES / sizeof ALL_CODES[0])
+
+static void test_status_strings(void) {
+  for (size_t i = 0; i < NCODES; i++) {
+    const char *s = dist_status_string(ALL_CODES[i]);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_NOT_EQUAL(strlen(s), 0);
+    CU_ASSERT_STRING_NOT_EQUAL(s, "unknown status");
+    /* Distinct texts: a user can tell every code apart from its string. */
+    for (size_t j = 0; j < i; j++) CU_ASSERT_STRING_NOT_EQUAL(s, dist_status_string(ALL_CODES[j]));
+  }
+  CU_ASSERT_STRING_EQUAL(dist_status_string(DIST_SUCCESS), "success");
+}
+
+static void test_status_unknown(void) {
+  CU_ASSERT_STRING_EQUAL(dist_status_string((dist_status)1), "unknown status");
+  CU_ASSERT_STRING_EQUAL(dist_status_string((dist_status)-99), "unknown status");
+  CU_ASSERT_STRING_EQUAL(dist_status_string((dist_status)INT_MIN), "unknown status");
+}
+
+/* ---- per-thread last error ----------------------------------------------- */
+
+typedef struct thread_report {
+  char at_start[64];  /* the new thread's message before it failed anything */
+  char after[256];    /* after its own failure */
+  dist_status status; /* of that failure */
+} thread_report;
+
+static void *fail_in_thread(void *arg) {
+  thread_report *r = arg;
+  dist_launch_method m;
+  snprintf(r->at_start, sizeof r->at_start, "%s", dist_last_error());
+  r->status = dist_launch_method_parse("other-thread", &m);
+  snprintf(r->after, sizeof r->after, "%s", dist_last_error());
+  return NULL;
+}
+
+static void test_last_error_per_thread(void) {
+  dist_launch_method m;
+  ASSERT_STATUS(dist_launch_method_parse("nope", &m), DIST_ERR_INVALID_ARGUMENT);
+  char mine[256];
+  snprintf(mine, sizeof mine, "%s", dist_last_error());
+  CU_ASSERT_PTR_NOT_NULL(strstr(mine, "nope"));
+
+  thread_report r;
+  memset(&r, 0, sizeof r);
+  pthread_t t;
+  CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, fail_in_thread, &r), 0);
+  CU_ASSERT_EQUAL_FATAL(pthread_join(t, NULL), 0);
+  /* The other thread started clean and saw only its own failure... */
+  CU_ASSERT_STRING_EQUAL(r.at_start, "");
+  CU_ASSERT_EQUAL(r.status, DIST_ERR_INVALID_ARGUMENT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.after, "other-thread"));
+  CU_ASSERT_PTR_NULL(strstr(r.after, "nope"));
+  /* ...and did not touch this thread's message. */
+  CU_ASSERT_STRING_EQUAL(dist_last_error(), mine);
+}
+
+static void test_success_keeps_last_error(void) {
+  /* The message describes the last failure; a success must not clear it. */
+  dist_launch_method m;
+  ASSERT_STATUS(dist_launch_method_parse("still-here", &m), DIST_ERR_INVALID_ARGUMENT);
+  ASSERT_OK(dist_launch_method_parse("ENV", &m));
+  ASSERT_MSG_HAS("still-here");
+}
+
+/* ---- settings -------------------------------------------------------------- */
+
+static void fill_settings_sentinel(dist__settings *s) { memset(s, 0x5A, sizeof *s); }
+
+/* Read settings from a one-variable environment (NULL: empty). */
+static dist_status read_one(const char *entry, dist__settings *s) {
+  const char *env[] = {entry, NULL};
+  fill_settings_sentinel(s);
+  return dist__settings_read(env, s);
+}
+
+static void expect_defaults_except(const dist__settings *s, const char *changed) {
+  if (strcmp(changed, "DIST_INIT_METHOD") != 0) CU_ASSERT_EQUAL(s->init_method, DIST_LAUNCH_AUTO);
+  if (strcmp(changed, "DIST_LOG_LEVEL") != 0) CU_ASSERT_EQUAL(s->log_level, DIST_LOG_WARN);
+  if (strcmp(changed, "DIST_DEVICE") != 0) CU_ASSERT_EQUAL(s->device, DIST__DEVICE_AUTO);
+  if (strcmp(changed, "DIST_RANKS_PER_NODE") != 0) CU_ASSERT_EQUAL(s->ranks_per_node, 0);
+  if (strcmp(changed, "DIST_MASTER_PORT") != 0) CU_ASSERT_EQUAL(s->master_port, 12355);
+}
+
+static void test_settings_defaults(void) {
+  dist__settings s;
+  ASSERT_OK(read_one(NULL, &s));
+  expect_defaults_except(&s, "");
+  fill_settings_sentinel(&s);
+  ASSERT_OK(dist__settings_read(NULL, &s));
+  expect_defaults_except(&s, "");
+  /* Unrelated variables change nothing. */
+  ASSERT_OK(read_one("DIST_UNKNOWN=1", &s));
+  expect_defaults_except(&s, "");
+}
+
+static void test_settings_log_level(void) {
+  static const struct { const char *entry; dist_log_level want; } cases[] = {
+      {"DIST_LOG_LEVEL=debug", DIST_LOG_DEBUG}, {"DIST_LOG_LEVEL=3", DIST_LOG_INFO},
+      {"DIST_LOG_LEVEL=INFO", DIST_LOG_INFO},   {"DIST_LOG_LEVEL=none", DIST_LOG_NONE},
+      {"DIST_LOG_LEVEL=0", DIST_LOG_NONE},      {"DIST_LOG_LEVEL=Error", DIST_LOG_ERROR},
+      {"DIST_LOG_LEVEL=4", DIST_LOG_DEBUG}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    unsigned before = CU_get_number_of_failures();
+    dist__settings s;
+    ASSERT_OK(read_one(cases[i].entry, &s));
+    CU_ASSERT_EQUAL(s.log_level, cases[i].want);
+    expect_defaults_except(&s, "DIST_LOG_LEVEL");
+    name_failure(before, cases[i].entry);
+  }
+}
+
+static void test_settings_device(void) {
+  static const struct { const char *entry; int want; } cases[] = {
+      {"DIST_DEVICE=cpu", DIST__DEVICE_CPU}, {"DIST_DEVICE=CPU", DIST__DEVICE_CPU},
+      {"DIST_DEVICE=2", 2},                  {"DIST_DEVICE=0", 0},
+      {"DIST_DEVICE=auto", DIST__DEVICE_AUTO}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    unsigned before = CU_get_number_of_failures();
+    dist__settings s;
+    ASSERT_OK(read_one(cases[i].entry, &s));
+    CU_ASSERT_EQUAL(s.device, cases[i].want);
+    expect_defaults_except(&s, "DIST_DEVICE");
+    name_failure(before, cases[i].entry);
+  }
+}
+
+static void test_settings_others(void) {
+  dist__settings s;
+  ASSERT_OK(read_one("DIST_INIT_METHOD=slurm", &s));
+  CU_ASSERT_EQUAL(s.init_method, DIST_LAUNCH_SLURM);
+  expect_defaults_except(&s, "DIST_INIT_METHOD");
+  ASSERT_OK(read_one("DIST_INIT_METHOD=torchrun", &s));
+  CU_ASSERT_EQUAL(s.init_method, DIST_LAUNCH_ENV);
+  ASSERT_OK(read_one("DIST_RANKS_PER_NODE=2", &s));
+  CU_ASSERT_EQUAL(s.ranks_per_node, 2);
+  expect_defaults_except(&s, "DIST_RANKS_PER_NODE");
+  ASSERT_OK(read_one("DIST_MASTER_PORT=4000", &s));
+  CU_ASSERT_EQUAL(s.master_port, 4000);
+  expect_defaults_except(&s, "DIST_MASTER_PORT");
+}
+
+static void test_settings_all_at_once(void) {
+  const char *env[] = {"DIST_INIT_METHOD=mpich", "DIST_LOG_LEVEL=error", "DIST_DEVICE=1",
+                       "DIST_RANKS_PER_NODE=4",  "DIST_MASTER_PORT=65535", NULL};
+  dist__settings s;
+  fill_settings_sentinel(&s);
+  ASSERT_OK(dist__settings_read(env, &s));
+  CU_ASSERT_EQUAL(s.init_method, DIST_LAUNCH_MPICH);
+  CU_ASSERT_EQUAL(s.log_level, DIST_LOG_ERROR);
+  CU_ASSERT_EQUAL(s.device, 1);
+  CU_ASSERT_EQUAL(s.ranks_per_node, 4);
+  CU_ASSERT_EQUAL(s.master_port, 65535);
+}
+
+/* Reading must fail with DIST_ERR_SETTING naming `var` and leave `out` alone. */
+static void expect_bad_setting(const char *entry, const char *var) {
+  unsigned before = CU_get_number_of_failures();
+  /* A valid setting after the bad one: the first NAME= match is the one read. */
+  const char *env[] = {entry, "DIST_RANKS_PER_NODE=2", NULL};
+  dist__settings s, orig;
+  fill_settings_sentinel(&s);
+  orig = s;
+  ASSERT_STATUS(dist__settings_read(env, &s), DIST_ERR_SETTING);
+  ASSERT_MSG_HAS(var);
+  CU_ASSERT_EQUAL(memcmp(&s, &orig, sizeof s), 0);
+  name_failure(before, entry);
+}
+
+static void test_settings_invalid(void) {
+  expect_bad_setting("DIST_LOG_LEVEL=loud", "DIST_LOG_LEVEL");
+  expect_bad_setting("DIST_LOG_LEVEL=5", "DIST_LOG_LEVEL");
+  expect_bad_setting("DIST_LOG_LEVEL=", "DIST_LOG_LEVEL");
+  expect_bad_setting("DIST_DEVICE=-3", "DIST_DEVICE");
+  expect_bad_setting("DIST_DEVICE=gpu", "DIST_DEVICE");
+  expect_bad_setting("DIST_DEVICE=1.5", "DIST_DEVICE");
+  expect_bad_setting("DIST_INIT_METHOD=pbs", "DIST_INIT_METHOD");
+  expect_bad_setting("DIST_INIT_METHOD=", "DIST_INIT_METHOD");
+  expect_bad_setting("DIST_RANKS_PER_NODE=-1", "DIST_RANKS_PER_NODE");
+  expect_bad_setting("DIST_MASTER_PORT=0", "DIST_MASTER_PORT");
+  expect_bad_setting("DIST_MASTER_PORT=65536", "DIST_MASTER_PORT");
+  /* The message also quotes the offending value. */
+  expect_bad_setting("DIST_INIT_METHOD=pbs", "pbs");
+}
+
+static void test_settings_table(void) {
+  int n = dist_settings_count();
+  CU_ASSERT_EQUAL(n, 5);
+  for (int i = 0; i < n; i++) {
+    const dist_setting_info *info = dist_settings_get(i);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(info);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(info->name);
+    CU_ASSERT_EQUAL(strncmp(info->name, "DIST_", 5), 0);
+    CU_ASSERT_PTR_NOT_NULL(info->default_value);
+    CU_ASSERT_TRUE(info->doc && *info->doc);
+    for (int j = 0; j < i; j++) CU_ASSERT_STRING_NOT_EQUAL(info->name, dist_settings_get(j)->name);
+  }
+  CU_ASSERT_PTR_NULL(dist_settings_get(-1));
+  CU_ASSERT_PTR_NULL(dist_settings_get(n));
+  CU_ASSERT_PTR_NULL(dist_settings_get(INT_MAX));
+}
+
+static void test_settings_table_is_read(void) {
+  /* Every listed setting is parsed by dist__settings_read: a nonsense value
+   * must be rejected under that setting's name. */
+  for (int i = 0; i < dist_settings_count(); i++) {
+    char entry[128];
+    snprintf(entry, sizeof entry, "%s=#bogus#", dist_settings_get(i)->name);
+    expect_bad_setting(entry, dist_settings_get(i)->name);
+  }
+}
+
+static void test_settings_print(void) {
+  FILE *f = tmpfile();
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  dist_settings_print(f);
+  long len = ftell(f);
+  CU_ASSERT_TRUE_FATAL(len > 0);
+  char *text = calloc((size_t)len + 1, 1);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+  rewind(f);
+  CU_ASSERT_EQUAL(fread(text, 1, (size_t)len, f), (size_t)len);
+  fclose(f);
+  for (int i = 0; i < dist_settings_count(); i++) {
+    const dist_setting_info *info = dist_settings_get(i);
+    if (!strstr(text, info->name)) fprintf(stderr, "settings print lacks %s\n", info->name);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, info->name));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, info->doc));
+  }
+  free(text);
+}
+
+/* ---- device choice --------------------------------------------------------- */
+
+/* Choose, expecting success, and compare kind and index. */
+static void expect_device(int setting, int visible, int local_rank, dist_device_kind kind, int index) {
+  unsigned before = CU_get_number_of_failures();
+  dist_device d = {(dist_device_kind)77, -77};
+  ASSERT_OK(dist__device_choose(setting, visible, local_rank, &d));
+  CU_ASSERT_EQUAL(d.kind, kind);
+  CU_ASSERT_EQUAL(d.index, index);
+  if (CU_get_number_of_failures() != before)
+    fprintf(stderr, "  ^ failing case: setting %d, visible %d, local rank %d\n", setting, visible, local_rank);
+}
+
+static void test_device_no_gpu(void) {
+  /* No CUDA device: CPU for everyone, no division by zero. */
+  for (int lr = 0; lr < 8; lr++) expect_device(DIST__DEVICE_AUTO, 0, lr, DIST_DEVICE_CPU, 0);
+}
+
+static void test_device_one_per_task(void) {
+  /* srun --gpus-per-task: each task sees exactly its own device as 0. */
+  for (int lr = 0; lr <= 5; lr++) expect_device(DIST__DEVICE_AUTO, 1, lr, DIST_DEVICE_CUDA, 0);
+}
+
+static void test_device_round_robin(void) {
+  expect_device(DIST__DEVICE_AUTO, 4, 0, DIST_DEVICE_CUDA, 0);
+  expect_device(DIST__DEVICE_AUTO, 4, 3, DIST_DEVICE_CUDA, 3);
+  expect_device(DIST__DEVICE_AUTO, 4, 6, DIST_DEVICE_CUDA, 2);
+}
+
+static void test_device_explicit(void) {
+  expect_device(DIST__DEVICE_CPU, 4, 1, DIST_DEVICE_CPU, 0);
+  expect_device(DIST__DEVICE_CPU, 0, 0, DIST_DEVICE_CPU, 0);
+  expect_device(3, 4, 0, DIST_DEVICE_CUDA, 3);
+  expect_device(0, 1, 5, DIST_DEVICE_CUDA, 0);
+}
+
+static void test_device_out_of_range(void) {
+  static const int cases[][2] = {{4, 4}, {0, 0}, {9, 2}}; /* setting, visible */
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    dist_device d = {DIST_DEVICE_CUDA, 42};
+    ASSERT_STATUS(dist__device_choose(cases[i][0], cases[i][1], 0, &d), DIST_ERR_SETTING);
+    ASSERT_MSG_HAS("DIST_DEVICE");
+    CU_ASSERT_EQUAL(d.kind, DIST_DEVICE_CUDA); /* unchanged */
+    CU_ASSERT_EQUAL(d.index, 42);
+  }
+}
+
+static void test_device_kind_name(void) {
+  CU_ASSERT_STRING_EQUAL(dist_device_kind_name(DIST_DEVICE_CPU), "cpu");
+  CU_ASSERT_STRING_EQUAL(dist_device_kind_name(DIST_DEVICE_CUDA), "cuda");
+}
+
+/* ---- strict integer parsing ---------------------------------------------- */
+
+/* Parse into a variable pre-set to a sentinel; returns the status. */
+static dist_status parse(const char *value, long min, long max, int *out) {
+  *out = -12345;
+  return dist__parse_int(DIST_ERR_ENVIRONMENT, "VAR", value, min, max, "ctx", out);
+}
+
+static void test_parse_int_valid(void) {
+  int v;
+  ASSERT_OK(parse("2147483647", 0, INT_MAX, &v));
+  CU_ASSERT_EQUAL(v, INT_MAX);
+  ASSERT_OK(parse("-2147483648", INT_MIN, INT_MAX, &v));
+  CU_ASSERT_EQUAL(v, INT_MIN);
+  ASSERT_OK(parse("0", 0, 0, &v));
+  CU_ASSERT_EQUAL(v, 0);
+  ASSERT_OK(parse("-5", -10, 10, &v));
+  CU_ASSERT_EQUAL(v, -5);
+  ASSERT_OK(parse("007", 0, 10, &v)); /* leading zeros are still decimal */
+  CU_ASSERT_EQUAL(v, 7);
+  /* A leading '+' is an ordinary decimal sign (strtol's), not a typo. */
+  ASSERT_OK(parse("+7", 0, 10, &v));
+  CU_ASSERT_EQUAL(v, 7);
+}
+
+static void test_parse_int_invalid(void) {
+  static const struct { const char *value; long min, max; const char *why; } cases[] = {
+      {"2147483648", 0, INT_MAX, "out of range"},     /* INT_MAX + 1 */
+      {"-2147483649", INT_MIN, 0, "out of range"},    /* INT_MIN - 1 */
+      {"99999999999999999999", 0, INT_MAX, "out of range"}, /* overflows long too */
+      {"11", 0, 10, "out of range"},
+      {"-1", 0, 10, "out of range"},
+      {"0x10", 0, 100, "not an integer"},
+      {"5 ", 0, 10, "not an integer"},
+      {" 5", 0, 10, "not an integer"},
+      {"\t5", 0, 10, "not an integer"},
+      {"5\n", 0, 10, "not an integer"},
+      {"+", 0, 10, "not an integer"},
+      {"-", 0, 10, "not an integer"},
+      {"1e3", 0, 10000, "not an integer"},
+      {"", 0, 10, "empty"},
+      {NULL, 0, 10, "empty"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    unsigned before = CU_get_number_of_failures();
+    int v;
+    ASSERT_STATUS(parse(cases[i].value, cases[i].min, cases[i].max, &v), DIST_ERR_ENVIRONMENT);
+    ASSERT_MSG_HAS("VAR");
+    ASSERT_MSG_HAS(cases[i].why);
+    ASSERT_MSG_HAS("ctx");
+    CU_ASSERT_EQUAL(v, -12345);
+    name_failure(before, cases[i].value ? cases[i].value : "(NULL)");
+  }
+}
+
+static void test_parse_int_status_passthrough(void) {
+  /* The caller picks the code: settings errors are not environment errors. */
+  int v = 0;
+  ASSERT_STATUS(dist__parse_int(DIST_ERR_SETTING, "DIST_X", "x", 0, 1, "ctx", &v), DIST_ERR_SETTING);
+  ASSERT_MSG_HAS("DIST_X='x'");
+}
+
+static void test_env_get(void) {
+  const char *env[] = {"RANKS=9", "RANK", "RANK=3", "EMPTY=", "A=b=c", NULL};
+  CU_ASSERT_STRING_EQUAL(dist__env_get(env, "RANK"), "3");
+  CU_ASSERT_STRING_EQUAL(dist__env_get(env, "EMPTY"), "");
+  CU_ASSERT_STRING_EQUAL(dist__env_get(env, "A"), "b=c");
+  CU_ASSERT_PTR_NULL(dist__env_get(env, "RAN"));
+  CU_ASSERT_PTR_NULL(dist__env_get(env, "MISSING"));
+  CU_ASSERT_PTR_NULL(dist__env_get(NULL, "RANK"));
+  CU_ASSERT_PTR_NULL(dist__env_get(env, NULL));
+}
+
+/* ---- driver ---------------------------------------------------------------- */
+
+static CU_TestInfo status_tests[] = {
+    {"status strings", test_status_strings},
+    {"unknown status", test_status_unknown},
+    {"last error per thread", test_last_error_per_thread},
+    {"success keeps last error", test_success_keeps_last_error},
+    CU_TEST_INFO_NULL,
+};
+
+static CU_TestInfo settings_tests[] = {
+    {"defaults", test_settings_defaults},
+    {"DIST_LOG_LEVEL", test_settings_log_level},
+    {"DIST_DEVICE", test_settings_device},
+    {"method, ranks per node, port", test_settings_others},
+    {"all at once", test_settings_all_at_once},
+    {"invalid values", test_settings_invalid},
+    {"table", test_settings_table},
+    {"table entries are read", test_settings_table_is_read},
+    {"print", test_settings_print},
+    CU_TEST_INFO_NULL,
+};
+
+static CU_TestInfo device_tests[] = {
+    {"no GPU", test_device_no_gpu},
+    {"one GPU per task", test_device_one_per_task},
+    {"round robin", test_device_round_robin},
+    {"explicit setting", test_device_explicit},
+    {"setting out of range", test_device_out_of_range},
+    {"kind names", test_device_kind_name},
+    CU_TEST_INFO_NULL,
+};
+
+static CU_TestInfo parse_tests[] = {
+    {"parse_int valid", test_parse_int_valid},
+    {"parse_int invalid", test_parse_int_invalid},
+    {"parse_int status", test_parse_int_status_passthrough},
+    {"env_get", test_env_get},
+    CU_TEST_INFO_NULL,
+};
+
+static CU_SuiteInfo suites[] = {
+    {"status", NULL, NULL, NULL, NULL, status_tests},
+    {"settings", NULL, NULL, NULL, NULL, settings_tests},
+    {"device", NULL, NULL, NULL, NULL, device_tests},
+    {"parse", NULL, NULL, NULL, NULL, parse_tests},
+    CU_SUITE_INFO_NULL,
+};
+
+int main(void) { return cunit_run(suites, "test_basics", 0) != 0; }
