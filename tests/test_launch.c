@@ -148,7 +148,9 @@ static void test_master_addr_limit(void) {
   int n = snprintf(fits, sizeof fits, "MASTER_ADDR=");
   memset(fits + n, 'a', DIST_ADDR_MAX - 1);
   fits[n + DIST_ADDR_MAX - 1] = '\0';
-  snprintf(over, sizeof over, "%sa", fits);
+  memcpy(over, fits, sizeof fits); /* the same, one character longer */
+  over[n + DIST_ADDR_MAX - 1] = 'a';
+  over[n + DIST_ADDR_MAX] = '\0';
   const char *ok_env[] = {"RANK=0", "WORLD_SIZE=1", fits, NULL};
   const char *bad_env[] = {"RANK=0", "WORLD_SIZE=1", over, NULL};
   dist_launch l;
