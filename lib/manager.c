@@ -141,10 +141,13 @@ static dist_status initialize(MPI_Comm adopt, const dist_init_options *options) 
   memset(m, 0, sizeof *m);
   m->mpi_ours = mpi_ours;
   m->world = MPI_COMM_NULL;
-  DIST_CHECK(detect(&o));
+  /* Detection is local and may fail on one rank only (one malformed
+   * variable). MPI_Init is safe under any launcher, so join MPI first and let
+   * all ranks agree on the outcome: nobody is left waiting in a collective. */
+  dist_status detected = detect(&o);
   DIST_CHECK(start_mpi(adopt, o.thread_level));
-  /* From here all ranks of the world decide together. */
-  dist_status s = dist__agree(m->world, check_launcher_world(), "checking the launcher against MPI");
+  dist_status s = dist__agree(m->world, detected, "launch detection");
+  if (!s) s = dist__agree(m->world, check_launcher_world(), "checking the launcher against MPI");
   if (!s) s = dist__topology_setup();
   if (!s) s = dist__agree(m->world, choose_device(), "selecting the device");
   if (!s) s = find_master();

@@ -47,6 +47,11 @@ expect ok "device cpu:0" DIST_DEVICE=auto CUDA_VISIBLE_DEVICES=
 out=$(timeout 60 $LAUNCHER 2 env RANK=5 WORLD_SIZE=9 "$HELLO" 2>&1)
 if [ $? -eq 0 ] && [ "$(printf '%s\n' "$out" | grep -c 'rank [01]/2')" -eq 2 ]; then echo "PASS: RANK/WORLD_SIZE beside the launcher's variables"
 else failures=$((failures + 1)); echo "FAIL: RANK/WORLD_SIZE beside the launcher's variables"; printf '%s\n' "$out"; fi
+# A bad setting on one rank only: every rank returns an error, none hangs.
+out=$(timeout 60 $LAUNCHER 3 sh -c 'if [ "${OMPI_COMM_WORLD_RANK:-${SLURM_PROCID:-0}}" = 1 ]; then export DIST_DEVICE=gpu; fi; exec "$0"' "$HELLO" 2>&1)
+if [ "$(printf '%s\n' "$out" | grep -c 'launch detection failed on rank 1')" -eq 2 ] &&
+   printf '%s\n' "$out" | grep -q "DIST_DEVICE='gpu'"; then echo "PASS: one rank's bad setting fails every rank"
+else failures=$((failures + 1)); echo "FAIL: one rank's bad setting fails every rank"; printf '%s\n' "$out"; fi
 out=$(timeout 60 $LAUNCHER 2 "$FORGET" 2>&1)
 if [ $? -eq 0 ] && [ "$(printf '%s\n' "$out" | grep -c 'leaving without finalize')" -eq 2 ]; then echo "PASS: exit without finalize"
 else failures=$((failures + 1)); echo "FAIL: exit without finalize"; printf '%s\n' "$out"; fi

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cunit_main.h"
 
@@ -417,11 +418,82 @@ static CU_TestInfo parse_tests[] = {
     CU_TEST_INFO_NULL,
 };
 
+
+/* ---- logging --------------------------------------------------------------- */
+
+/* Run `fn` with stderr (fd 2) redirected to a temporary file; return its text. */
+static void capture_stderr(void (*fn)(void), char *out, size_t size) {
+  fflush(stderr);
+  FILE *tmp = tmpfile();
+  int saved = dup(2);
+  dup2(fileno(tmp), 2);
+  fn();
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  rewind(tmp);
+  size_t n = fread(out, 1, size - 1, tmp);
+  out[n] = '\0';
+  fclose(tmp);
+}
+
+static void log_some(void) {
+  dist_log(DIST_LOG_WARN, "disk %d%% full", 93);
+  dist_log(DIST_LOG_DEBUG, "hidden at warn");
+  dist_log(DIST_LOG_ERROR, "broken");
+}
+
+static void test_log_prefix_and_levels(void) {
+  char text[1024];
+  dist_log_level before = dist_log_level_get();
+  dist_log_level_set(DIST_LOG_WARN);
+  dist__log_set_rank(3, 4);
+  capture_stderr(log_some, text, sizeof text);
+  CU_ASSERT_STRING_EQUAL(text, "[distmgr 3/4 WARN] disk 93% full\n[distmgr 3/4 ERROR] broken\n");
+  dist_log_level_set(DIST_LOG_NONE);
+  capture_stderr(log_some, text, sizeof text);
+  CU_ASSERT_STRING_EQUAL(text, "");
+  dist_log_level_set(DIST_LOG_DEBUG);
+  dist__log_set_rank(-1, -1); /* before initialize: no rank in the prefix */
+  capture_stderr(log_some, text, sizeof text);
+  CU_ASSERT_PTR_NOT_NULL(strstr(text, "[distmgr DEBUG] hidden at warn\n"));
+  dist_log_level_set(before);
+}
+
+/* dist_print0 prints on rank 0 only. */
+static void test_print0(void) {
+  char text[256];
+  fflush(stdout);
+  FILE *tmp = tmpfile();
+  int saved = dup(1);
+  dup2(fileno(tmp), 1);
+  dist__log_set_rank(1, 2);
+  dist_print0("from rank 1\n");
+  dist__log_set_rank(0, 2);
+  dist_print0("from rank %d\n", 0);
+  fflush(stdout);
+  dup2(saved, 1);
+  close(saved);
+  rewind(tmp);
+  size_t n = fread(text, 1, sizeof text - 1, tmp);
+  text[n] = '\0';
+  fclose(tmp);
+  dist__log_set_rank(-1, -1);
+  CU_ASSERT_STRING_EQUAL(text, "from rank 0\n");
+}
+
+static CU_TestInfo log_tests[] = {
+    {"rank prefix and levels", test_log_prefix_and_levels},
+    {"print0", test_print0},
+    CU_TEST_INFO_NULL,
+};
+
 static CU_SuiteInfo suites[] = {
     {"status", NULL, NULL, NULL, NULL, status_tests},
     {"settings", NULL, NULL, NULL, NULL, settings_tests},
     {"device", NULL, NULL, NULL, NULL, device_tests},
     {"parse", NULL, NULL, NULL, NULL, parse_tests},
+    {"log", NULL, NULL, NULL, NULL, log_tests},
     CU_SUITE_INFO_NULL,
 };
 
