@@ -10,7 +10,7 @@
  * and compares medians of the slowest rank's time. A third mode measures
  * distmgr's own work after the application initialized MPI.
  *
- * Usage: bench/init [--ranks 2,4] [--reps 7]      (LAUNCHER as for make check) */
+ * Usage: bench/init [--ranks 2,4] [--reps 9]      (LAUNCHER as for make check) */
 #include <distmgr.h>
 #include <distmgr/mpi.h>
 #include <stdio.h>
@@ -106,12 +106,12 @@ static int launch(const char *self, const char *launcher, int np, const char *mo
 
 int main(int argc, char **argv) {
   const char *ranks = "2,4";
-  int reps = 7;
+  int reps = 9;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--worker") == 0 && i + 1 < argc) return worker(argv[i + 1]);
     if (strcmp(argv[i], "--ranks") == 0 && i + 1 < argc) ranks = argv[++i];
     else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = atoi(argv[++i]);
-    else return fprintf(stderr, "usage: %s [--ranks 2,4] [--reps 7]\n", argv[0]), 2;
+    else return fprintf(stderr, "usage: %s [--ranks 2,4] [--reps 9]\n", argv[0]), 2;
   }
   if (reps < 1 || reps > 100) return fprintf(stderr, "bench/init: --reps must be 1..100\n"), 2;
   const char *launcher = getenv("LAUNCHER");

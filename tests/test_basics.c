@@ -421,15 +421,16 @@ static CU_TestInfo parse_tests[] = {
 
 /* ---- logging --------------------------------------------------------------- */
 
-/* Run `fn` with stderr (fd 2) redirected to a temporary file; return its text. */
-static void capture_stderr(void (*fn)(void), char *out, size_t size) {
-  fflush(stderr);
+/* Run `fn` with file descriptor `fd` (1 or 2) redirected to a temporary
+ * file; return what it wrote. */
+static void capture(int fd, void (*fn)(void), char *out, size_t size) {
+  fflush(NULL);
   FILE *tmp = tmpfile();
-  int saved = dup(2);
-  dup2(fileno(tmp), 2);
+  int saved = dup(fd);
+  dup2(fileno(tmp), fd);
   fn();
-  fflush(stderr);
-  dup2(saved, 2);
+  fflush(NULL);
+  dup2(saved, fd);
   close(saved);
   rewind(tmp);
   size_t n = fread(out, 1, size - 1, tmp);
@@ -448,37 +449,30 @@ static void test_log_prefix_and_levels(void) {
   dist_log_level before = dist_log_level_get();
   dist_log_level_set(DIST_LOG_WARN);
   dist__log_set_rank(3, 4);
-  capture_stderr(log_some, text, sizeof text);
+  capture(2, log_some, text, sizeof text);
   CU_ASSERT_STRING_EQUAL(text, "[distmgr 3/4 WARN] disk 93% full\n[distmgr 3/4 ERROR] broken\n");
   dist_log_level_set(DIST_LOG_NONE);
-  capture_stderr(log_some, text, sizeof text);
+  capture(2, log_some, text, sizeof text);
   CU_ASSERT_STRING_EQUAL(text, "");
   dist_log_level_set(DIST_LOG_DEBUG);
   dist__log_set_rank(-1, -1); /* before initialize: no rank in the prefix */
-  capture_stderr(log_some, text, sizeof text);
+  capture(2, log_some, text, sizeof text);
   CU_ASSERT_PTR_NOT_NULL(strstr(text, "[distmgr DEBUG] hidden at warn\n"));
   dist_log_level_set(before);
+}
+
+static void print_on_ranks_1_and_0(void) {
+  dist__log_set_rank(1, 2);
+  dist_print0("from rank 1\n");
+  dist__log_set_rank(0, 2);
+  dist_print0("from rank %d\n", 0);
+  dist__log_set_rank(-1, -1);
 }
 
 /* dist_print0 prints on rank 0 only. */
 static void test_print0(void) {
   char text[256];
-  fflush(stdout);
-  FILE *tmp = tmpfile();
-  int saved = dup(1);
-  dup2(fileno(tmp), 1);
-  dist__log_set_rank(1, 2);
-  dist_print0("from rank 1\n");
-  dist__log_set_rank(0, 2);
-  dist_print0("from rank %d\n", 0);
-  fflush(stdout);
-  dup2(saved, 1);
-  close(saved);
-  rewind(tmp);
-  size_t n = fread(text, 1, sizeof text - 1, tmp);
-  text[n] = '\0';
-  fclose(tmp);
-  dist__log_set_rank(-1, -1);
+  capture(1, print_on_ranks_1_and_0, text, sizeof text);
   CU_ASSERT_STRING_EQUAL(text, "from rank 0\n");
 }
 
