@@ -44,8 +44,13 @@ int main(int argc, char **argv) {
   CHECK(dist_group_rank("data_parallel", &dp_rank));
 
   dist_print0("distmgr %s: %d rank(s) on %d node(s)\n", DIST_VERSION_STRING, size, nnodes);
-  printf("[%s] rank %d/%d local %d/%d node %d device %s:%d | model_parallel %d/%d data_parallel %d/%d\n", method,
-         rank, size, lrank, lsize, node, dist_device_kind_name(dev.kind), dev.index, mp_rank, mp, dp_rank, size / mp);
+  const char *addr;
+  int port;
+  CHECK(dist_manager_master_address(&addr));
+  CHECK(dist_manager_master_port(&port));
+  printf("[%s] rank %d/%d local %d/%d node %d device %s:%d | model_parallel %d/%d data_parallel %d/%d | master %s:%d\n",
+         method, rank, size, lrank, lsize, node, dist_device_kind_name(dev.kind), dev.index, mp_rank, mp, dp_rank,
+         size / mp, addr, port);
   fflush(stdout);
   CHECK(dist_manager_finalize());
   return 0;

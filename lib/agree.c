@@ -18,7 +18,8 @@ dist_status dist__agree(MPI_Comm comm, dist_status mine, const char *what) {
   in[1] = rank;
   int rc = MPI_Allreduce(in, out, 1, MPI_2INT, MPI_MINLOC, comm);
   if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Allreduce (agreement)");
-  if (out[0] == DIST_SUCCESS || mine != DIST_SUCCESS) return out[0] == DIST_SUCCESS ? DIST_SUCCESS : mine;
+  if (out[0] == DIST_SUCCESS) return DIST_SUCCESS;
+  if (mine != DIST_SUCCESS) return (dist_status)out[0]; /* keep this rank's own message */
   return dist__error((dist_status)out[0], "%s failed on rank %d: %s", what, out[1],
                      dist_status_string((dist_status)out[0]));
 }

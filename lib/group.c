@@ -9,8 +9,8 @@ dist_status dist__group_find(const char *name, dist__group **out) {
   dist__manager *m = &dist__state;
   if (!name) name = "world";
   for (int i = 0; i < m->ngroups; i++)
-    if (strcmp(m->groups[i].name, name) == 0) {
-      *out = &m->groups[i];
+    if (strcmp(m->groups[i]->name, name) == 0) {
+      *out = m->groups[i];
       return DIST_SUCCESS;
     }
   return dist__error(DIST_ERR_UNKNOWN_GROUP, "no process group named '%s'", name);
@@ -33,7 +33,7 @@ static dist_status grow_table(void) {
   dist__manager *m = &dist__state;
   if (m->ngroups < m->capacity) return DIST_SUCCESS;
   int cap = m->capacity ? 2 * m->capacity : 8;
-  dist__group *g = realloc(m->groups, sizeof *g * (size_t)cap);
+  dist__group **g = realloc(m->groups, sizeof *g * (size_t)cap);
   if (!g) return dist__error(DIST_ERR_NO_MEMORY, "group table of %d entries", cap);
   m->groups = g;
   m->capacity = cap;
@@ -42,7 +42,7 @@ static dist_status grow_table(void) {
 
 dist_status dist__group_add(const char *name, int parent, dist__layout *layout) {
   dist__manager *m = &dist__state;
-  dist__group g;
+  dist__group g, *kept;
   memset(&g, 0, sizeof g);
   snprintf(g.name, sizeof g.name, "%s", name);
   g.parent = parent;
@@ -50,8 +50,9 @@ dist_status dist__group_add(const char *name, int parent, dist__layout *layout) 
   g.comm = MPI_COMM_NULL;
   int color = layout->color[m->rank];
   int rc = MPI_Comm_split(m->world, color >= 0 ? color : MPI_UNDEFINED, layout->key[m->rank], &g.comm);
-  if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Comm_split");
-  dist_status s = grow_table();
+  dist_status s = rc != MPI_SUCCESS ? dist__mpi_error(rc, "MPI_Comm_split") : grow_table();
+  kept = s ? NULL : malloc(sizeof *kept);
+  if (!s && !kept) s = dist__error(DIST_ERR_NO_MEMORY, "group '%s'", name);
   if (!s && g.comm != MPI_COMM_NULL) {
     MPI_Comm_set_errhandler(g.comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(g.comm, &g.rank);
@@ -65,13 +66,16 @@ dist_status dist__group_add(const char *name, int parent, dist__layout *layout) 
   /* Every rank must add the group, or the tables would diverge. */
   s = dist__agree(m->world, s, "creating a process group");
   if (s) {
+    free(kept);
     free(g.members);
     if (g.comm != MPI_COMM_NULL) MPI_Comm_free(&g.comm);
     return s;
   }
   g.layout = *layout; /* the table takes the layout over */
   memset(layout, 0, sizeof *layout);
-  m->groups[m->ngroups++] = g;
+  g.index = m->ngroups;
+  *kept = g;
+  m->groups[m->ngroups++] = kept;
   dist_log(DIST_LOG_DEBUG, "group '%s': size %d, my rank %d, %d copies", g.name, g.size, g.rank, g.layout.ncopies);
   return DIST_SUCCESS;
 }
@@ -81,10 +85,11 @@ void dist__groups_free(void) {
   int finalized = 0;
   MPI_Finalized(&finalized);
   for (int i = m->ngroups - 1; i >= 0; i--) {
-    dist__group *g = &m->groups[i];
+    dist__group *g = m->groups[i];
     if (!finalized && g->comm != MPI_COMM_NULL) MPI_Comm_free(&g->comm);
     free(g->members);
     dist__layout_free(&g->layout);
+    free(g);
   }
   free(m->groups);
   m->groups = NULL;
@@ -138,17 +143,22 @@ dist_status dist_group_members(const char *name, int *ranks, int capacity, int *
     int n = 0;
     for (int r = 0; r < g->layout.world; r++) n += g->layout.color[r] == 0;
     if (g->layout.ncopies != 1) return dist__error(DIST_ERR_NOT_MEMBER, "world rank %d is in no copy of group '%s'", dist__state.rank, g->name);
-    *count = n;
-    if (n > capacity) return dist__error(DIST_ERR_BUFFER_TOO_SMALL, "group '%s' has %d members; capacity is %d", g->name, n, capacity);
+    if (n > capacity) {
+      *count = n; /* tells the caller how much to allocate */
+      return dist__error(DIST_ERR_BUFFER_TOO_SMALL, "group '%s' has %d members; capacity is %d", g->name, n, capacity);
+    }
     if (!ranks) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_group_members: ranks is NULL");
+    *count = n;
     for (int r = 0; r < g->layout.world; r++)
       if (g->layout.color[r] == 0) ranks[g->layout.key[r]] = r;
     return DIST_SUCCESS;
   }
-  *count = g->size;
-  if (g->size > capacity)
+  if (g->size > capacity) {
+    *count = g->size;
     return dist__error(DIST_ERR_BUFFER_TOO_SMALL, "group '%s' has %d members; capacity is %d", g->name, g->size, capacity);
+  }
   if (!ranks) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_group_members: ranks is NULL");
+  *count = g->size;
   memcpy(ranks, g->members, sizeof(int) * (size_t)g->size);
   return DIST_SUCCESS;
 }
@@ -156,7 +166,7 @@ dist_status dist_group_members(const char *name, int *ranks, int capacity, int *
 dist_status dist_group_parent(const char *name, const char **parent) {
   dist__group *g;
   DIST_CHECK(lookup("dist_group_parent", name, parent, &g));
-  *parent = g->parent >= 0 ? dist__state.groups[g->parent].name : NULL;
+  *parent = g->parent >= 0 ? dist__state.groups[g->parent]->name : NULL;
   return DIST_SUCCESS;
 }
 
@@ -172,7 +182,7 @@ dist_status dist_group_name_at(int index, const char **name) {
   if (!name) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_group_name_at: output pointer is NULL");
   if (index < 0 || index >= dist__state.ngroups)
     return dist__error(DIST_ERR_INVALID_ARGUMENT, "group index %d is out of range [0, %d)", index, dist__state.ngroups);
-  *name = dist__state.groups[index].name;
+  *name = dist__state.groups[index]->name;
   return DIST_SUCCESS;
 }
 
@@ -188,8 +198,8 @@ dist_status dist_group_name_of(MPI_Comm comm, const char **name) {
   if (!name) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_group_name_of: output pointer is NULL");
   if (comm == MPI_COMM_NULL) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_group_name_of: comm is MPI_COMM_NULL");
   for (int i = 0; i < dist__state.ngroups; i++)
-    if (dist__state.groups[i].comm == comm) {
-      *name = dist__state.groups[i].name;
+    if (dist__state.groups[i]->comm == comm) {
+      *name = dist__state.groups[i]->name;
       return DIST_SUCCESS;
     }
   return dist__error(DIST_ERR_UNKNOWN_GROUP, "the communicator is not one of distmgr's groups (use the handle from dist_group_comm)");

@@ -20,7 +20,7 @@ static dist_status begin(const char *what, uint64_t hash) {
   return dist__agree_hash(dist__state.world, hash, what);
 }
 
-static int index_of(const dist__group *g) { return (int)(g - dist__state.groups); }
+static int index_of(const dist__group *g) { return g->index; }
 
 /* Create `name` from `layout` (freed on failure). */
 static dist_status add(const char *name, int parent, dist_status s, dist__layout *layout) {
@@ -50,7 +50,7 @@ dist_status dist_group_create_orthogonal(const char *name, const char *of) {
   DIST_CHECK(dist__group_find(of, &g));
   if (g->parent < 0) return dist__error(DIST_ERR_INVALID_ARGUMENT, "orthogonal group '%s': 'world' has no parent to be orthogonal in", name);
   dist__layout l;
-  dist_status s = dist__layout_orthogonal(&dist__state.groups[g->parent].layout, &g->layout, &l);
+  dist_status s = dist__layout_orthogonal(&dist__state.groups[g->parent]->layout, &g->layout, &l);
   if (s) return dist__error_context(s, "orthogonal group '%s' of '%s'", name, of);
   return add(name, g->parent, s, &l);
 }
@@ -74,8 +74,7 @@ static dist_status create_axes(dist__group *p, int ndims, const int *dims, const
   int parent = index_of(p);
   for (int k = 0; k < ndims; k++) {
     dist__layout l;
-    /* The table may move as it grows: reach the parent by index. */
-    dist_status s = dist__layout_axis(&dist__state.groups[parent].layout, ndims, dims, k, &l);
+    dist_status s = dist__layout_axis(&dist__state.groups[parent]->layout, ndims, dims, k, &l);
     DIST_CHECK(add(names[k], parent, s, &l));
   }
   return DIST_SUCCESS;
@@ -119,7 +118,8 @@ typedef struct tree_walk {
 } tree_walk;
 
 /* Resolve sizes bottom-up (leaf sizes multiply into parents). */
-static dist_status tree_size(const dist_group_node *node, int depth, int *size) {
+static dist_status tree_size(const dist_group_node *node, int depth, int *budget, int *size) {
+  if (--*budget < 0) return dist__error(DIST_ERR_INVALID_ARGUMENT, "group tree has more than %d nodes (a cycle?)", TREE_MAX_NODES);
   if (!node->name) return dist__error(DIST_ERR_INVALID_ARGUMENT, "group tree: a node has a NULL name");
   if (depth > TREE_MAX_DEPTH) return dist__error(DIST_ERR_INVALID_ARGUMENT, "group tree deeper than %d at '%s'", TREE_MAX_DEPTH, node->name);
   if (node->nchildren < 0 || (node->nchildren > 0 && !node->children))
@@ -133,7 +133,7 @@ static dist_status tree_size(const dist_group_node *node, int depth, int *size) 
   long prod = 1;
   for (int i = 0; i < node->nchildren; i++) {
     int cs;
-    DIST_CHECK(tree_size(&node->children[i], depth + 1, &cs));
+    DIST_CHECK(tree_size(&node->children[i], depth + 1, budget, &cs));
     prod *= cs;
     if (prod > (1L << 30)) return dist__error(DIST_ERR_GROUP_SIZE, "group tree node '%s' is too large", node->name);
   }
@@ -148,7 +148,8 @@ static dist_status tree_walk_bfs(const dist_group_node *root, tree_walk *w) {
   w->n = 0;
   w->node[w->n++] = root;
   for (int i = 0; i < w->n; i++) {
-    DIST_CHECK(tree_size(w->node[i], 0, &w->size[i]));
+    int budget = TREE_MAX_NODES;
+    DIST_CHECK(tree_size(w->node[i], 0, &budget, &w->size[i]));
     w->first_child[i] = w->n;
     for (int c = 0; c < w->node[i]->nchildren; c++) {
       if (w->n == TREE_MAX_NODES) return dist__error(DIST_ERR_INVALID_ARGUMENT, "group tree has more than %d nodes", TREE_MAX_NODES);
@@ -158,10 +159,10 @@ static dist_status tree_walk_bfs(const dist_group_node *root, tree_walk *w) {
   return DIST_SUCCESS;
 }
 
-static uint64_t hash_tree(uint64_t h, const dist_group_node *n, int depth) {
-  if (!n || depth > TREE_MAX_DEPTH) return hash_str(h, NULL);
+static uint64_t hash_tree(uint64_t h, const dist_group_node *n, int depth, int *budget) {
+  if (!n || depth > TREE_MAX_DEPTH || --*budget < 0) return hash_str(h, NULL);
   h = hash_int(hash_int(hash_str(h, n->name), n->size), n->nchildren);
-  for (int i = 0; n->children && i < n->nchildren && i < TREE_MAX_NODES; i++) h = hash_tree(h, &n->children[i], depth + 1);
+  for (int i = 0; n->children && i < n->nchildren && *budget >= 0; i++) h = hash_tree(h, &n->children[i], depth + 1, budget);
   return h;
 }
 
@@ -176,7 +177,8 @@ static dist_status tree_check_names(const tree_walk *w, int root_exists) {
 }
 
 dist_status dist_group_create_tree(const dist_group_node *root) {
-  DIST_CHECK(begin("dist_group_create_tree", hash_tree(hash_str(DIST__HASH_SEED, "tree"), root, 0)));
+  int budget = TREE_MAX_NODES;
+  DIST_CHECK(begin("dist_group_create_tree", hash_tree(hash_str(DIST__HASH_SEED, "tree"), root, 0, &budget)));
   if (!root) return dist__error(DIST_ERR_INVALID_ARGUMENT, "group tree root is NULL");
   tree_walk *w = malloc(sizeof *w);
   if (!w) return dist__error(DIST_ERR_NO_MEMORY, "group tree walk");

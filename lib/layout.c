@@ -28,6 +28,7 @@ void dist__layout_free(dist__layout *l) {
 }
 
 dist_status dist__layout_world(int world, dist__layout *out) {
+  memset(out, 0, sizeof *out); /* safe to free on every error path */
   if (world < 1) return dist__error(DIST_ERR_INVALID_ARGUMENT, "world size %d is not positive", world);
   DIST_CHECK(dist__layout_alloc(world, out));
   out->size = world;
@@ -47,6 +48,7 @@ static dist_status require_uniform(const dist__layout *parent) {
 }
 
 dist_status dist__layout_axis(const dist__layout *parent, int ndims, const int *dims, int axis, dist__layout *out) {
+  memset(out, 0, sizeof *out); /* safe to free on every error path */
   if (ndims < 1 || axis < 0 || axis >= ndims)
     return dist__error(DIST_ERR_INVALID_ARGUMENT, "mesh axis %d out of range for %d axes", axis, ndims);
   DIST_CHECK(require_uniform(parent));
@@ -81,6 +83,7 @@ dist_status dist__layout_axis(const dist__layout *parent, int ndims, const int *
 }
 
 dist_status dist__layout_subgroup(const dist__layout *parent, int size, dist__layout *out) {
+  memset(out, 0, sizeof *out); /* safe to free on every error path */
   DIST_CHECK(require_uniform(parent));
   if (size < 1) return dist__error(DIST_ERR_GROUP_SIZE, "group size %d is not positive", size);
   if (parent->size % size != 0)
@@ -90,6 +93,7 @@ dist_status dist__layout_subgroup(const dist__layout *parent, int size, dist__la
 }
 
 dist_status dist__layout_orthogonal(const dist__layout *parent, const dist__layout *g, dist__layout *out) {
+  memset(out, 0, sizeof *out); /* safe to free on every error path */
   DIST_CHECK(require_uniform(parent));
   if (g->size < 1 || parent->size % g->size != 0 || (long)g->ncopies * g->size != (long)parent->ncopies * parent->size)
     return dist__error(DIST_ERR_GROUP_SIZE, "a group of %d copies of %d ranks does not partition its parent (%d x %d)",
@@ -110,6 +114,7 @@ dist_status dist__layout_orthogonal(const dist__layout *parent, const dist__layo
 }
 
 dist_status dist__layout_ranks(int world, int n, const int *ranks, dist__layout *out) {
+  memset(out, 0, sizeof *out); /* safe to free on every error path */
   if (n < 1 || n > world) return dist__error(DIST_ERR_GROUP_SIZE, "%d ranks listed for a world of %d", n, world);
   DIST_CHECK(dist__layout_alloc(world, out));
   out->size = n;
@@ -149,8 +154,10 @@ dist_status dist__layout_finish(dist__layout *l) {
 
 int dist__layout_members(const dist__layout *l, int r, int *members) {
   if (r < 0 || r >= l->world || l->color[r] < 0) return 0;
+  int n = 0; /* `members` holds my copy's size; never write past it */
+  for (int q = 0; q < l->world; q++) n += l->color[q] == l->color[r];
   for (int q = 0; q < l->world; q++)
-    if (l->color[q] == l->color[r]) members[l->key[q]] = q;
+    if (l->color[q] == l->color[r] && l->key[q] >= 0 && l->key[q] < n) members[l->key[q]] = q;
   return 1;
 }
 
@@ -175,4 +182,45 @@ dist_status dist__mesh_resolve(int ndims, const int *sizes, int total, int *reso
     return dist__error(DIST_ERR_GROUP_SIZE, "mesh sizes multiply to %ld but the parent has %d ranks", prod, total);
   for (int k = 0; k < ndims; k++) resolved[k] = k == wild ? (int)(total / prod) : sizes[k];
   return DIST_SUCCESS;
+}
+
+dist_status dist__layout_nodes(int world, const int *node, const int *lrank, dist__layout *local,
+                               dist__layout *cross) {
+  memset(local, 0, sizeof *local);
+  memset(cross, 0, sizeof *cross);
+  int nnodes = 0;
+  for (int r = 0; r < world; r++) {
+    if (node[r] < 0 || node[r] >= world || lrank[r] < 0 || lrank[r] >= world)
+      return dist__error(DIST_ERR_INTERNAL, "rank %d has node %d, local rank %d", r, node[r], lrank[r]);
+    if (node[r] >= nnodes) nnodes = node[r] + 1;
+  }
+  /* Ranks in node order (counting sort), so that a rank's key in "cross" is
+   * the number of lower-numbered nodes that also have its local rank. */
+  int *start = calloc((size_t)nnodes + 1, sizeof(int)), *order = malloc(sizeof(int) * (size_t)world),
+      *seen = calloc((size_t)world, sizeof(int));
+  dist_status s = start && order && seen ? DIST_SUCCESS : dist__error(DIST_ERR_NO_MEMORY, "node table");
+  if (!s) s = dist__layout_alloc(world, local);
+  if (!s) s = dist__layout_alloc(world, cross);
+  if (!s) {
+    for (int r = 0; r < world; r++) start[node[r] + 1]++;
+    for (int n = 0; n < nnodes; n++) start[n + 1] += start[n];
+    for (int r = 0; r < world; r++) order[start[node[r]]++] = r;
+    for (int i = 0; i < world; i++) {
+      int r = order[i];
+      local->color[r] = local->sub[r] = node[r]; /* copies of "local" are nodes */
+      local->key[r] = lrank[r];
+      cross->color[r] = cross->sub[r] = lrank[r]; /* copies of "cross" are local ranks */
+      cross->key[r] = seen[lrank[r]]++;
+    }
+    s = dist__layout_finish(local);
+    if (!s) s = dist__layout_finish(cross);
+  }
+  free(start);
+  free(order);
+  free(seen);
+  if (s) {
+    dist__layout_free(local);
+    dist__layout_free(cross);
+  }
+  return s;
 }

@@ -47,6 +47,12 @@ dist_status dist__layout_ranks(int world, int n, const int *ranks, dist__layout 
  * "local" on uneven nodes: such a layout cannot be subdivided). */
 dist_status dist__layout_finish(dist__layout *l);
 
+/* The built-in "local" (one copy per node, keyed by local rank) and "cross"
+ * (one copy per local rank, keyed by node order) from each world rank's node
+ * index and local rank. Nodes may hold different numbers of ranks. */
+dist_status dist__layout_nodes(int world, const int *node, const int *lrank, dist__layout *local,
+                               dist__layout *cross);
+
 /* World ranks of the copy that world rank `r` belongs to, ordered by key.
  * `members` must hold l->size entries. Returns 0 if r is not a member. */
 int dist__layout_members(const dist__layout *l, int r, int *members);

@@ -76,21 +76,26 @@ static dist_status check_launcher_world(void) {
                      dist_launch_method_name(l->method), l->rank, l->size, rank, size);
 }
 
-/* Master address: the launcher's, else rank 0's host name. */
+/* Master address and port as rank 0 sees them (its launcher's, else its host
+ * name), broadcast so that every rank reports the same and environments that
+ * differ between ranks cannot make some ranks skip the broadcast. */
 static dist_status find_master(void) {
   dist__manager *m = &dist__state;
-  char host[DIST_ADDR_MAX] = "";
+  struct { char host[DIST_ADDR_MAX]; int port; } mine;
+  memset(&mine, 0, sizeof mine);
   if (m->launch.master_addr[0]) {
-    memcpy(host, m->launch.master_addr, sizeof host);
+    memcpy(mine.host, m->launch.master_addr, sizeof mine.host);
   } else {
     int len = 0;
     char name[MPI_MAX_PROCESSOR_NAME];
-    if (MPI_Get_processor_name(name, &len) == MPI_SUCCESS) snprintf(host, sizeof host, "%.*s", (int)sizeof host - 1, name);
-    int rc = MPI_Bcast(host, sizeof host, MPI_CHAR, 0, m->world);
-    if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Bcast (master address)");
+    if (MPI_Get_processor_name(name, &len) == MPI_SUCCESS)
+      snprintf(mine.host, sizeof mine.host, "%.*s", (int)sizeof mine.host - 1, name);
   }
-  memcpy(m->master_addr, host, sizeof host);
-  m->master_port = m->launch.master_port ? m->launch.master_port : m->settings.master_port;
+  mine.port = m->launch.master_port ? m->launch.master_port : m->settings.master_port;
+  int rc = MPI_Bcast(&mine, sizeof mine, MPI_BYTE, 0, m->world);
+  if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Bcast (master address)");
+  memcpy(m->master_addr, mine.host, sizeof mine.host);
+  m->master_port = mine.port;
   return DIST_SUCCESS;
 }
 

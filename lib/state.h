@@ -15,6 +15,7 @@ typedef struct dist__group {
   dist__layout layout; /* over the manager's world */
   int size;            /* members of my copy (of the group, for non-members) */
   int rank;            /* my rank in my copy; -1 if not a member */
+  int index;           /* position in the table (creation order) */
   int *members;        /* world ranks of my copy, NULL if not a member */
   MPI_Comm comm;       /* MPI_COMM_NULL if not a member */
 } dist__group;
@@ -30,7 +31,7 @@ typedef struct dist__manager {
   dist_device device;
   char master_addr[DIST_ADDR_MAX];
   int master_port;
-  dist__group *groups;
+  dist__group **groups; /* each group allocated once: names handed out stay valid until finalize */
   int ngroups, capacity;
 } dist__manager;
 
@@ -42,10 +43,10 @@ dist_status dist__require_initialized(const char *what);
 /* Convert an MPI error code into DIST_ERR_MPI with MPI's text. */
 dist_status dist__mpi_error(int code, const char *call);
 
-/* Every rank of the world passes its local status; all return the first
- * (lowest-rank) failure's code. Rank-local failures thus never leave other
- * ranks waiting in a later collective. The message stays the local one on
- * failing ranks; others get one naming the failing rank. */
+/* Every rank of the world passes its local status; all return the same code:
+ * the most negative one (lowest rank on ties). Rank-local failures thus never
+ * leave other ranks waiting in a later collective. Failing ranks keep their
+ * own message; others get one naming the rank whose code won. */
 dist_status dist__agree(MPI_Comm comm, dist_status mine, const char *what);
 
 /* Check with one all-reduce that every rank passes the same 64-bit `hash` for

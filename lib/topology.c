@@ -52,28 +52,23 @@ static dist_status check_launcher_local(void) {
   return DIST_SUCCESS;
 }
 
+/* Gather every rank's (node, local rank) and derive the built-in layouts. */
 static dist_status builtin_layouts(dist__layout *world, dist__layout *local, dist__layout *cross) {
   dist__manager *m = &dist__state;
   int mine[2] = {m->node, m->local_rank};
-  int *all = malloc(sizeof(int) * 2 * (size_t)m->size);
-  if (!all) return dist__error(DIST_ERR_NO_MEMORY, "topology table for %d ranks", m->size);
+  int *all = malloc(sizeof(int) * 4 * (size_t)m->size);
+  dist_status s = all ? DIST_SUCCESS : dist__error(DIST_ERR_NO_MEMORY, "topology table for %d ranks", m->size);
+  DIST_CHECK(dist__agree(m->world, s, "allocating the topology table")); /* before the collective */
   int rc = MPI_Allgather(mine, 2, MPI_INT, all, 2, MPI_INT, m->world);
-  dist_status s = rc == MPI_SUCCESS ? DIST_SUCCESS : dist__mpi_error(rc, "MPI_Allgather (topology)");
-  if (!s) s = dist__layout_world(m->size, world);
-  if (!s) s = dist__layout_alloc(m->size, local);
-  if (!s) s = dist__layout_alloc(m->size, cross);
-  for (int r = 0; !s && r < m->size; r++) {
-    int node = all[2 * r], lrank = all[2 * r + 1];
-    local->color[r] = node; /* copies of "local" are nodes, ranked by local rank */
-    local->key[r] = lrank;
-    local->sub[r] = node;
-    cross->color[r] = lrank; /* copies of "cross" are local ranks, ranked by node */
-    cross->key[r] = node;
-    cross->sub[r] = lrank;
+  s = rc == MPI_SUCCESS ? DIST_SUCCESS : dist__mpi_error(rc, "MPI_Allgather (topology)");
+  int *node = all + 2 * m->size, *lrank = all + 3 * m->size;
+  for (int r = 0; r < m->size; r++) {
+    node[r] = all[2 * r];
+    lrank[r] = all[2 * r + 1];
   }
+  if (!s) s = dist__layout_world(m->size, world);
+  if (!s) s = dist__layout_nodes(m->size, node, lrank, local, cross);
   free(all);
-  if (!s) s = dist__layout_finish(local);
-  if (!s) s = dist__layout_finish(cross);
   return s;
 }
 
@@ -93,7 +88,7 @@ dist_status dist__topology_setup(void) {
   dist__layout world, local, cross;
   memset(&world, 0, sizeof world);
   local = cross = world;
-  s = builtin_layouts(&world, &local, &cross);
+  s = dist__agree(m->world, builtin_layouts(&world, &local, &cross), "building the node layout");
   if (!s) s = dist__group_add("world", -1, &world);
   if (!s) s = dist__group_add("local", 0, &local);
   if (!s) s = dist__group_add("cross", 0, &cross);

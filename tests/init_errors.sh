@@ -52,6 +52,14 @@ out=$(timeout 60 $LAUNCHER 3 sh -c 'if [ "${OMPI_COMM_WORLD_RANK:-${SLURM_PROCID
 if [ "$(printf '%s\n' "$out" | grep -c 'launch detection failed on rank 1')" -eq 2 ] &&
    printf '%s\n' "$out" | grep -q "DIST_DEVICE='gpu'"; then echo "PASS: one rank's bad setting fails every rank"
 else failures=$((failures + 1)); echo "FAIL: one rank's bad setting fails every rank"; printf '%s\n' "$out"; fi
+# Ranks whose failures differ all return the same code (the most negative).
+out=$(timeout 60 $LAUNCHER 2 sh -c 'if [ "${OMPI_COMM_WORLD_RANK:-${SLURM_PROCID:-0}}" = 0 ]; then export DIST_LOG_LEVEL=loud; else export DIST_INIT_METHOD=MPICH; fi; exec "$0"' "$HELLO" 2>&1)
+if [ "$(printf '%s\n' "$out" | grep -c 'invalid DIST_\* setting')" -eq 2 ]; then echo "PASS: different failures, one code"
+else failures=$((failures + 1)); echo "FAIL: different failures, one code"; printf '%s\n' "$out"; fi
+# MASTER_ADDR/MASTER_PORT set on rank 0 only: no hang, every rank reports rank 0's.
+out=$(timeout 60 $LAUNCHER 2 sh -c 'if [ "${OMPI_COMM_WORLD_RANK:-${SLURM_PROCID:-0}}" = 0 ]; then export MASTER_ADDR=headnode MASTER_PORT=4242; fi; exec "$0"' "$HELLO" 2>&1)
+if [ "$(printf '%s\n' "$out" | grep -c 'master headnode:4242$')" -eq 2 ]; then echo "PASS: master address from rank 0"
+else failures=$((failures + 1)); echo "FAIL: master address from rank 0"; printf '%s\n' "$out"; fi
 out=$(timeout 60 $LAUNCHER 2 "$FORGET" 2>&1)
 if [ $? -eq 0 ] && [ "$(printf '%s\n' "$out" | grep -c 'leaving without finalize')" -eq 2 ]; then echo "PASS: exit without finalize"
 else failures=$((failures + 1)); echo "FAIL: exit without finalize"; printf '%s\n' "$out"; fi

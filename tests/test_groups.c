@@ -252,6 +252,10 @@ static void test_errors(void) {
   dist_group_node root = {"world", 0, 2, leaves};
   ASSERT_STATUS(dist_group_create_tree(&root), DIST_ERR_GROUP_SIZE);
   ASSERT_STATUS(dist_group_create_tree(NULL), DIST_ERR_INVALID_ARGUMENT);
+  dist_group_node cyc[2] = {{"c1", 0, 2, NULL}, {"c2", 1, 0, NULL}};
+  cyc[0].children = cyc; /* a node that is its own child: an error, not an endless walk */
+  dist_group_node croot = {"world", 0, 1, cyc};
+  ASSERT_STATUS(dist_group_create_tree(&croot), DIST_ERR_INVALID_ARGUMENT);
   ASSERT_STATUS(dist_group_name_of(MPI_COMM_WORLD, &name), DIST_ERR_UNKNOWN_GROUP);
   int exists = -1;
   ASSERT_OK(dist_group_exists("t1", &exists)); /* failed creations leave nothing behind */
@@ -271,6 +275,18 @@ static void test_call_order_mismatch(void) {
   CU_ASSERT_EQUAL(s, DIST_ERR_MISMATCH);
 }
 
+/* Names handed out stay valid while the table grows. */
+static void test_names_stay_valid(void) {
+  const char *first = NULL;
+  ASSERT_OK(dist_group_name_at(1, &first));
+  for (int i = 0; i < 20; i++) {
+    char name[16];
+    snprintf(name, sizeof name, "extra%d", i);
+    ASSERT_OK(dist_group_create_subgroup(name, 1, NULL));
+  }
+  CU_ASSERT_STRING_EQUAL(first, "local");
+}
+
 static void test_idempotent_initialize(void) {
   int n_before, n_after;
   ASSERT_OK(dist_group_count(&n_before));
@@ -288,6 +304,7 @@ static CU_TestInfo manager_tests[] = {
     {"explicit ranks", test_explicit_ranks},
     {"errors", test_errors},
     {"call-order mismatch", test_call_order_mismatch},
+    {"names stay valid", test_names_stay_valid},
     {"idempotent initialize", test_idempotent_initialize},
     CU_TEST_INFO_NULL};
 

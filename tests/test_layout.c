@@ -185,7 +185,41 @@ static void test_uneven_copies(void) {
   dist__layout_free(&l);
 }
 
+/* local/cross from (node, local rank) per world rank, for node layouts a real
+ * job can have: a short first node, and ranks dealt round-robin to nodes. */
+static void test_node_layouts(void) {
+  dist__layout local, cross;
+  int node1[3] = {0, 1, 1}, lrank1[3] = {0, 0, 1}; /* hostfile "a slots=1, b slots=2" */
+  ASSERT_OK(dist__layout_nodes(3, node1, lrank1, &local, &cross));
+  int a[1] = {0}, b[2] = {1, 2}, c0[2] = {0, 1}, c1[1] = {2};
+  CU_ASSERT_EQUAL(local.size, -1); /* uneven nodes */
+  CU_ASSERT_EQUAL(cross.size, -1);
+  int m[4] = {-1, -1, -1, -1};
+  CU_ASSERT_TRUE(dist__layout_members(&local, 0, m));
+  CU_ASSERT_EQUAL(m[0], a[0]);
+  CU_ASSERT_TRUE(dist__layout_members(&local, 2, m));
+  CU_ASSERT_EQUAL(m[0], b[0]);
+  CU_ASSERT_EQUAL(m[1], b[1]);
+  CU_ASSERT_TRUE(dist__layout_members(&cross, 1, m));
+  CU_ASSERT_EQUAL(m[0], c0[0]);
+  CU_ASSERT_EQUAL(m[1], c0[1]);
+  CU_ASSERT_EQUAL(cross.key[2], 0); /* only node 1 has local rank 1: key 0, not the node index */
+  CU_ASSERT_TRUE(dist__layout_members(&cross, 2, m));
+  CU_ASSERT_EQUAL(m[0], c1[0]);
+  dist__layout_free(&local);
+  dist__layout_free(&cross);
+
+  int node2[4] = {0, 1, 0, 1}, lrank2[4] = {0, 0, 1, 1}; /* mpirun --map-by node */
+  ASSERT_OK(dist__layout_nodes(4, node2, lrank2, &local, &cross));
+  int l0[2] = {0, 2}, x1[2] = {2, 3};
+  expect_copy(&local, 2, l0);
+  expect_copy(&cross, 2, x1);
+  dist__layout_free(&local);
+  dist__layout_free(&cross);
+}
+
 static CU_TestInfo layout_tests[] = {
+    {"node layouts (uneven, round-robin)", test_node_layouts},
     {"subgroup of world 8 by 2", test_subgroup_of_world},
     {"orthogonal of subgroup", test_orthogonal_of_subgroup},
     {"tree 2x4", test_tree_2x4},

@@ -64,7 +64,8 @@ dist_status dist_group_create_tree(const dist_group_node *root);
  * Collective over the world. */
 dist_status dist_group_create_mesh(const char *parent, int ndims, const int *sizes, const char *const *names);
 
-/* Lookups (local). Unknown names give DIST_ERR_UNKNOWN_GROUP. */
+/* Lookups (local). Unknown names give DIST_ERR_UNKNOWN_GROUP. Names returned
+ * by parent/name_at/name_of stay valid until dist_manager_finalize(). */
 dist_status dist_group_exists(const char *name, int *exists);
 dist_status dist_group_size(const char *name, int *size);   /* size of my copy (of the group for non-members) */
 dist_status dist_group_rank(const char *name, int *rank);   /* DIST_ERR_NOT_MEMBER if not a member */
