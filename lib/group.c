@@ -138,28 +138,21 @@ dist_status dist_group_is_member(const char *name, int *is_member) {
 dist_status dist_group_members(const char *name, int *ranks, int capacity, int *count) {
   dist__group *g;
   DIST_CHECK(lookup("dist_group_members", name, count, &g));
+  /* A non-member of a one-copy group (explicit rank list) lists that copy. */
+  int in_copy = dist__state.rank;
   if (g->rank < 0) {
-    /* A non-member has no copy; list the (single) copy of an explicit group. */
-    int n = 0;
-    for (int r = 0; r < g->layout.world; r++) n += g->layout.color[r] == 0;
-    if (g->layout.ncopies != 1) return dist__error(DIST_ERR_NOT_MEMBER, "world rank %d is in no copy of group '%s'", dist__state.rank, g->name);
-    if (n > capacity) {
-      *count = n; /* tells the caller how much to allocate */
-      return dist__error(DIST_ERR_BUFFER_TOO_SMALL, "group '%s' has %d members; capacity is %d", g->name, n, capacity);
-    }
-    if (!ranks) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_group_members: ranks is NULL");
-    *count = n;
-    for (int r = 0; r < g->layout.world; r++)
-      if (g->layout.color[r] == 0) ranks[g->layout.key[r]] = r;
-    return DIST_SUCCESS;
+    if (g->layout.ncopies != 1)
+      return dist__error(DIST_ERR_NOT_MEMBER, "world rank %d is in no copy of group '%s'", dist__state.rank, g->name);
+    for (in_copy = 0; g->layout.color[in_copy] != 0; in_copy++) continue;
   }
   if (g->size > capacity) {
-    *count = g->size;
-    return dist__error(DIST_ERR_BUFFER_TOO_SMALL, "group '%s' has %d members; capacity is %d", g->name, g->size, capacity);
+    *count = g->size; /* tells the caller how much to allocate */
+    return dist__error(DIST_ERR_BUFFER_TOO_SMALL, "group '%s' has %d members; capacity is %d", g->name, g->size,
+                       capacity);
   }
   if (!ranks) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_group_members: ranks is NULL");
+  dist__layout_members(&g->layout, in_copy, ranks);
   *count = g->size;
-  memcpy(ranks, g->members, sizeof(int) * (size_t)g->size);
   return DIST_SUCCESS;
 }
 

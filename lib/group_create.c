@@ -20,11 +20,10 @@ static dist_status begin(const char *what, uint64_t hash) {
   return dist__agree_hash(dist__state.world, hash, what);
 }
 
-static int index_of(const dist__group *g) { return g->index; }
 
-/* Create `name` from `layout` (freed on failure). */
-static dist_status add(const char *name, int parent, dist_status s, dist__layout *layout) {
-  if (!s) s = dist__group_add(name, parent, layout);
+/* Create `name` from `layout`; the layout is released either way. */
+static dist_status add(const char *name, int parent, dist__layout *layout) {
+  dist_status s = dist__group_add(name, parent, layout);
   dist__layout_free(layout);
   return s;
 }
@@ -38,7 +37,7 @@ dist_status dist_group_create_subgroup(const char *name, int size, const char *p
   dist__layout l;
   dist_status s = dist__layout_subgroup(&p->layout, size, &l);
   if (s) return dist__error_context(s, "subgroup '%s' of '%s'", name, p->name);
-  return add(name, index_of(p), s, &l);
+  return add(name, p->index, &l);
 }
 
 dist_status dist_group_create_orthogonal(const char *name, const char *of) {
@@ -52,7 +51,7 @@ dist_status dist_group_create_orthogonal(const char *name, const char *of) {
   dist__layout l;
   dist_status s = dist__layout_orthogonal(&dist__state.groups[g->parent]->layout, &g->layout, &l);
   if (s) return dist__error_context(s, "orthogonal group '%s' of '%s'", name, of);
-  return add(name, g->parent, s, &l);
+  return add(name, g->parent, &l);
 }
 
 dist_status dist_group_create_ranks(const char *name, int n, const int *ranks) {
@@ -64,18 +63,18 @@ dist_status dist_group_create_ranks(const char *name, int n, const int *ranks) {
   dist__layout l;
   dist_status s = dist__layout_ranks(dist__state.size, n, ranks, &l);
   if (s) return dist__error_context(s, "group '%s'", name);
-  return add(name, 0, s, &l);
+  return add(name, 0, &l);
 }
 
 /* ---- mesh ------------------------------------------------------------------ */
 
 /* Create one group per axis of `dims` over parent `p`; names[k] for axis k. */
 static dist_status create_axes(dist__group *p, int ndims, const int *dims, const char *const *names) {
-  int parent = index_of(p);
+  int parent = p->index;
   for (int k = 0; k < ndims; k++) {
     dist__layout l;
-    dist_status s = dist__layout_axis(&dist__state.groups[parent]->layout, ndims, dims, k, &l);
-    DIST_CHECK(add(names[k], parent, s, &l));
+    DIST_CHECK(dist__layout_axis(&dist__state.groups[parent]->layout, ndims, dims, k, &l));
+    DIST_CHECK(add(names[k], parent, &l));
   }
   return DIST_SUCCESS;
 }
