@@ -11,5 +11,8 @@
 #include "distmgr/device.h"
 #include "distmgr/manager.h"
 #include "distmgr/group.h"
+#include "distmgr/tensor.h"
+#include "distmgr/coll.h"
+#include "distmgr/mapping.h"
 
 #endif

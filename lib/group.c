@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "state.h"
+#include "backend.h"
 
 dist_status dist__group_find(const char *name, dist__group **out) {
   dist__manager *m = &dist__state;
@@ -86,6 +86,7 @@ void dist__groups_free(void) {
   MPI_Finalized(&finalized);
   for (int i = m->ngroups - 1; i >= 0; i--) {
     dist__group *g = m->groups[i];
+    dist__backend_release_group(g);
     if (!finalized && g->comm != MPI_COMM_NULL) MPI_Comm_free(&g->comm);
     free(g->members);
     dist__layout_free(&g->layout);

@@ -42,7 +42,13 @@ typedef struct dist__settings {
   int device;                     /* DIST_DEVICE: -2 auto, -1 cpu, >= 0 CUDA index */
   int ranks_per_node;             /* DIST_RANKS_PER_NODE: 0 = from MPI shared memory */
   int master_port;                /* DIST_MASTER_PORT */
+  int verify;                     /* DIST_VERIFY: cross-rank argument check before collectives */
+  int cuda_backend;               /* DIST_CUDA_BACKEND: DIST__CUDA_* */
 } dist__settings;
+
+#define DIST__CUDA_AUTO 0   /* NCCL when built with it, else staged */
+#define DIST__CUDA_NCCL 1
+#define DIST__CUDA_STAGED 2 /* through host memory and MPI */
 
 #define DIST__DEVICE_AUTO (-2)
 #define DIST__DEVICE_CPU (-1)

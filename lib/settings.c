@@ -45,6 +45,21 @@ static dist_status parse_port(const char *name, const char *value, dist__setting
   return dist__parse_int(DIST_ERR_SETTING, name, value, 1, 65535, "a TCP port", &s->master_port);
 }
 
+static dist_status parse_verify(const char *name, const char *value, dist__settings *s) {
+  return dist__parse_int(DIST_ERR_SETTING, name, value, 0, 1, "1 = check arguments across ranks, 0 = skip",
+                         &s->verify);
+}
+
+static dist_status parse_cuda_backend(const char *name, const char *value, dist__settings *s) {
+  static const char *const names[] = {"auto", "nccl", "staged"};
+  for (int i = 0; i < 3; i++)
+    if (strcasecmp(value, names[i]) == 0) {
+      s->cuda_backend = i;
+      return DIST_SUCCESS;
+    }
+  return dist__error(DIST_ERR_SETTING, "%s='%s' is not a CUDA backend (auto, nccl or staged)", name, value);
+}
+
 static const struct {
   dist_setting_info info;
   setting_parser parse;
@@ -60,6 +75,13 @@ static const struct {
       "treat each N consecutive world ranks as one node (simulated nodes); 0 = real nodes from MPI shared memory"},
      parse_ranks_per_node},
     {{"DIST_MASTER_PORT", "12355", "master port reported when the launcher sets no MASTER_PORT"}, parse_port},
+    {{"DIST_VERIFY", "1",
+      "1: every collective first agrees across ranks that all arguments are valid and match (errors, not hangs); "
+      "0: skip that small all-reduce"},
+     parse_verify},
+    {{"DIST_CUDA_BACKEND", "auto", "device-memory collectives: auto (NCCL if built with it), nccl, or staged "
+      "(copied through host memory and MPI)"},
+     parse_cuda_backend},
 };
 #define NSETTINGS ((int)(sizeof TABLE / sizeof TABLE[0]))
 

@@ -18,6 +18,7 @@ typedef struct dist__group {
   int index;           /* position in the table (creation order) */
   int *members;        /* world ranks of my copy, NULL if not a member */
   MPI_Comm comm;       /* MPI_COMM_NULL if not a member */
+  void *nccl;          /* ncclComm_t, created at the first device collective */
 } dist__group;
 
 typedef struct dist__manager {

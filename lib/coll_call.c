@@ -1,0 +1,176 @@
+/* Group lookup, argument checks and cross-rank verification of collectives. */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll_call.h"
+
+dist_status dist__call_begin(dist__call *c, const char *what, const char *group) {
+  memset(c, 0, sizeof *c);
+  c->what = what;
+  c->sig.dim = c->sig.op = c->sig.root = -1; /* "not used by this call" in messages */
+  DIST_CHECK(dist__require_initialized(what));
+  if (dist__group_find(group, &c->g)) return dist__error_context(DIST_ERR_UNKNOWN_GROUP, "%s", what);
+  if (c->g->comm == MPI_COMM_NULL)
+    return dist__error(DIST_ERR_NOT_MEMBER, "%s: this rank is not a member of group '%s'", what, c->g->name);
+  return DIST_SUCCESS;
+}
+
+dist_status dist__call_backend(dist__call *c, dist_memory mem) {
+  if (dist__backend_for(mem, &c->be)) return dist__error_context(DIST_ERR_UNSUPPORTED, "%s", c->what);
+  return DIST_SUCCESS;
+}
+
+void dist__describe_shape(const dist_tensor *t, char *buf, size_t n) {
+  size_t k = (size_t)snprintf(buf, n, "%s%s[", dist_dtype_name(t->dtype), t->memory == DIST_MEM_CUDA ? "(cuda)" : "");
+  for (int i = 0; i < t->ndim && k < n; i++) k += (size_t)snprintf(buf + k, n - k, i ? ",%lld" : "%lld", (long long)t->shape[i]);
+  if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+dist_status dist__check_tensor(const dist__call *c, const dist_tensor *t, const char *name) {
+  if (!t) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: tensor '%s' is NULL", c->what, name);
+  if (t->ndim < 0 || t->ndim > DIST_TENSOR_MAX_DIMS)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: '%s' has %d dimensions (0 to %d allowed)", c->what, name,
+                       t->ndim, DIST_TENSOR_MAX_DIMS);
+  if (!dist__dtype_valid(t->dtype))
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: '%s' has an unknown dtype %d", c->what, name, (int)t->dtype);
+  if (t->memory != DIST_MEM_HOST && t->memory != DIST_MEM_CUDA)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: '%s' has an unknown memory space %d", c->what, name,
+                       (int)t->memory);
+  for (int i = 0; i < t->ndim; i++)
+    if (t->shape[i] < 0)
+      return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: '%s' has a negative extent %lld in dimension %d", c->what,
+                         name, (long long)t->shape[i], i);
+  if (!t->data && dist_tensor_numel(t) > 0)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: '%s' has %lld elements but its data pointer is NULL", c->what,
+                       name, (long long)dist_tensor_numel(t));
+  return DIST_SUCCESS;
+}
+
+dist_status dist__check_same_memory(const dist__call *c, const dist_tensor *a, const dist_tensor *b) {
+  if (a->memory != b->memory || (a->memory == DIST_MEM_CUDA && a->device != b->device))
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: input and output are in different memory (%s %d vs %s %d)",
+                       c->what, a->memory ? "cuda" : "host", a->device, b->memory ? "cuda" : "host", b->device);
+  if (a->dtype != b->dtype)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: input is %s but output is %s", c->what,
+                       dist_dtype_name(a->dtype), dist_dtype_name(b->dtype));
+  return DIST_SUCCESS;
+}
+
+dist_status dist__check_dim(const dist__call *c, const dist_tensor *t, int dim, const char *name) {
+  if (dim < 0 || dim >= t->ndim)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: dim %d is out of range for '%s' with %d dimensions", c->what,
+                       dim, name, t->ndim);
+  return DIST_SUCCESS;
+}
+
+dist_status dist__check_rank(const dist__call *c, int r, const char *name) {
+  if (r < 0 || r >= c->g->size)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: %s %d is out of range for group '%s' of size %d", c->what, name,
+                       r, c->g->name, c->g->size);
+  return DIST_SUCCESS;
+}
+
+dist_status dist__check_op(const dist__call *c, dist_dtype t, dist_reduce_op op) {
+  if ((unsigned)op >= DIST_REDUCE_OP_COUNT)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: unknown reduction op %d", c->what, (int)op);
+  dist_dtype wire = dist__dtype_is16(t) ? DIST_F32 : t;
+  /* avg is a sum and a division where the backend has no avg. */
+  if (!c->be->can_reduce(wire, op) && !(op == DIST_AVG && c->be->can_reduce(wire, DIST_SUM)))
+    return dist__error(DIST_ERR_UNSUPPORTED, "%s: the %s backend cannot reduce %s with %s", c->what, c->be->name,
+                       dist_dtype_name(t), dist_reduce_op_name(op));
+  return DIST_SUCCESS;
+}
+
+dist_status dist__check_shape_along(const dist__call *c, const dist_tensor *t, const char *name,
+                                    const dist_tensor *ref, int dim, int64_t n) {
+  int ok = t->ndim == ref->ndim;
+  for (int i = 0; ok && i < t->ndim; i++) ok = t->shape[i] == (i == dim ? n : ref->shape[i]);
+  if (ok) return DIST_SUCCESS;
+  char got[160], want[160];
+  dist_tensor e = *ref;
+  if (dim >= 0) e.shape[dim] = n;
+  e.dtype = t->dtype;
+  dist__describe_shape(t, got, sizeof got);
+  dist__describe_shape(&e, want, sizeof want);
+  return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: '%s' has shape %s; expected %s", c->what, name, got, want);
+}
+
+dist_status dist__check_sizes(const dist__call *c, const int64_t *sizes, const char *name, int64_t *sum) {
+  int64_t s = 0;
+  for (int r = 0; r < c->g->size; r++) {
+    if (sizes[r] < 0)
+      return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: %s[%d] = %lld is negative", c->what, name, r,
+                         (long long)sizes[r]);
+    s += sizes[r];
+  }
+  *sum = s;
+  return DIST_SUCCESS;
+}
+
+void dist__sig_tensor(dist__call *c, const dist_tensor *t, int dim) {
+  c->sig.dtype = t->dtype;
+  c->sig.memory = t->memory;
+  c->sig.ndim = t->ndim;
+  c->sig.dim = dim;
+  for (int i = 0; i < t->ndim; i++) c->sig.shape[i] = i == dim ? 0 : t->shape[i];
+}
+
+void dist__sig_sizes(dist__call *c, const int64_t *sizes) {
+  c->sig.sizes = dist__hash(c->sig.sizes ? c->sig.sizes : DIST__HASH_SEED, sizes, sizeof *sizes * (size_t)c->g->size);
+}
+
+static void describe_sig(const dist__sig *s, char *buf, size_t n) {
+  dist_tensor t;
+  memset(&t, 0, sizeof t);
+  t.dtype = (dist_dtype)s->dtype;
+  t.memory = (dist_memory)s->memory;
+  t.ndim = s->ndim >= 0 && s->ndim <= DIST_TENSOR_MAX_DIMS ? s->ndim : 0;
+  memcpy(t.shape, s->shape, sizeof t.shape);
+  dist__describe_shape(&t, buf, n);
+  size_t k = strlen(buf);
+  if (s->dim >= 0 && k < n) k += (size_t)snprintf(buf + k, n - k, " dim %d", s->dim);
+  if (s->op >= 0 && k < n) k += (size_t)snprintf(buf + k, n - k, " op %s", dist_reduce_op_name((dist_reduce_op)s->op));
+  if (s->root >= 0 && k < n) snprintf(buf + k, n - k, " root %d", s->root);
+}
+
+/* Error path only: find the first rank whose signature differs from rank 0's. */
+static dist_status mismatch(dist__call *c) {
+  int P = c->g->size;
+  dist__sig *all = malloc(sizeof *all * (size_t)P);
+  if (!all) return dist__error(DIST_ERR_MISMATCH, "%s: ranks of group '%s' passed different arguments", c->what,
+                               c->g->name);
+  MPI_Allgather(&c->sig, (int)sizeof c->sig, MPI_BYTE, all, (int)sizeof c->sig, MPI_BYTE, c->g->comm);
+  int who = 1;
+  while (who < P - 1 && memcmp(&all[who], &all[0], sizeof *all) == 0) who++;
+  char a[200], b[200];
+  describe_sig(&all[0], a, sizeof a);
+  describe_sig(&all[who], b, sizeof b);
+  const char *extra = memcmp(&all[who], &all[0], offsetof(dist__sig, sizes)) == 0 ? " (their size arrays differ)" : "";
+  free(all);
+  return dist__error(DIST_ERR_MISMATCH, "%s: rank %d of group '%s' disagrees with rank 0: %s vs %s%s", c->what, who,
+                     c->g->name, b, a, extra);
+}
+
+dist_status dist__call_verify(dist__call *c, dist_status local) {
+  if (!dist__state.settings.verify || c->g->size == 1) return local;
+  uint64_t h = local ? 0 : dist__hash(DIST__HASH_SEED, &c->sig, sizeof c->sig);
+  int64_t in[3], out[3];
+  /* MAX over (failing code, lowest rank) packed in one word, and over h and
+   * ~h: all hashes are equal iff both maxima equal this rank's values. */
+  in[0] = local ? ((int64_t)(-local) << 32) | (int64_t)(0x7FFFFFFF - c->g->rank) : 0;
+  in[1] = (int64_t)h;
+  in[2] = ~(int64_t)h;
+  int rc = MPI_Allreduce(in, out, 3, MPI_INT64_T, MPI_MAX, c->g->comm);
+  if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Allreduce (argument check)");
+  if (out[0]) {
+    if (local) return local; /* keep this rank's own message */
+    dist_status code = (dist_status)(-(out[0] >> 32));
+    int who = 0x7FFFFFFF - (int)(out[0] & 0xFFFFFFFF);
+    return dist__error(code, "%s: rank %d of group '%s' rejected its arguments (%s); see its message", c->what, who,
+                       c->g->name, dist_status_string(code));
+  }
+  if (out[1] != in[1] || out[2] != in[2]) return mismatch(c);
+  return DIST_SUCCESS;
+}

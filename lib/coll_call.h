@@ -1,0 +1,51 @@
+/* The common start of every collective: group lookup, argument checks and
+ * the cross-rank verification round (DIST_VERIFY). */
+#ifndef DISTMGR_COLL_CALL_H
+#define DISTMGR_COLL_CALL_H
+
+#include "backend.h"
+
+/* What must agree across the ranks of a call. Shapes along a split dimension
+ * differ by design and are left out (zeroed); size arrays enter as a hash. */
+typedef struct dist__sig {
+  int32_t dtype, memory, ndim, dim, op, root, aux, pad;
+  int64_t shape[DIST_TENSOR_MAX_DIMS];
+  uint64_t sizes;
+} dist__sig;
+
+typedef struct dist__call {
+  const char *what; /* the public function name, for messages */
+  dist__group *g;
+  const dist__backend *be;
+  dist__sig sig;
+} dist__call;
+
+/* Find the group and check membership (local; returns at once on error). */
+dist_status dist__call_begin(dist__call *c, const char *what, const char *group);
+
+/* Agree across the group on `local` (this rank's validation result) and on
+ * the signature; returns the same status on every rank, naming the rank that
+ * failed or disagreed. Skipped (returns `local`) with DIST_VERIFY=0. */
+dist_status dist__call_verify(dist__call *c, dist_status local);
+
+/* Argument checks (local), each writing a message that names `what`. */
+dist_status dist__check_tensor(const dist__call *c, const dist_tensor *t, const char *name);
+dist_status dist__check_same_memory(const dist__call *c, const dist_tensor *a, const dist_tensor *b);
+dist_status dist__check_dim(const dist__call *c, const dist_tensor *t, int dim, const char *name);
+dist_status dist__check_rank(const dist__call *c, int r, const char *name);
+dist_status dist__check_op(const dist__call *c, dist_dtype t, dist_reduce_op op);
+/* `t` must have shape `ref` except extent `n` along dim. */
+dist_status dist__check_shape_along(const dist__call *c, const dist_tensor *t, const char *name,
+                                    const dist_tensor *ref, int dim, int64_t n);
+/* sizes (P entries) non-negative; *sum set. */
+dist_status dist__check_sizes(const dist__call *c, const int64_t *sizes, const char *name, int64_t *sum);
+
+/* Fill the signature from a tensor (dim >= 0: that extent left out). */
+void dist__sig_tensor(dist__call *c, const dist_tensor *t, int dim);
+void dist__sig_sizes(dist__call *c, const int64_t *sizes);
+void dist__describe_shape(const dist_tensor *t, char *buf, size_t n); /* "f32[4,3]" */
+
+/* Pick the backend for memory space `mem` into c->be. */
+dist_status dist__call_backend(dist__call *c, dist_memory mem);
+
+#endif

@@ -1,0 +1,91 @@
+/* Fused all-reduce of many tensors: one packed buffer and one call per kind. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll_internal.h"
+
+/* The type a tensor travels as: 16-bit floats join the f32 buffer. */
+static dist_dtype wire_type(dist_dtype t) { return dist__dtype_is16(t) ? DIST_F32 : t; }
+
+static dist_status copy_in(const dist_tensor *t, char *dst, size_t n) {
+  if (dist__dtype_is16(t->dtype)) return dist__mem_to_f32(t->memory, t->data, t->dtype, (float *)dst, n);
+  size_t bytes = n * dist_dtype_size(t->dtype);
+  return dist__mem_copy2d(t->memory, dst, bytes, t->data, bytes, bytes, 1);
+}
+
+static dist_status copy_out(dist_tensor *t, const char *src, size_t n) {
+  if (dist__dtype_is16(t->dtype)) return dist__mem_from_f32(t->memory, (const float *)src, t->dtype, t->data, n);
+  size_t bytes = n * dist_dtype_size(t->dtype);
+  return dist__mem_copy2d(t->memory, t->data, bytes, src, bytes, bytes, 1);
+}
+
+/* Pack every tensor of (wire type w, memory mem) into one buffer, reduce, unpack. */
+static dist_status reduce_kind(dist__call *c, dist_tensor *ts, int n, dist_dtype w, dist_memory mem,
+                               dist_reduce_op op) {
+  size_t total = 0, esize = dist_dtype_size(w);
+  for (int i = 0; i < n; i++)
+    if (wire_type(ts[i].dtype) == w && ts[i].memory == mem) total += (size_t)dist_tensor_numel(&ts[i]);
+  if (!total) return DIST_SUCCESS;
+  char *buf;
+  DIST_CHECK(dist__mem_alloc(mem, total * esize, (void **)&buf));
+  dist_status s = DIST_SUCCESS;
+  size_t off = 0;
+  for (int i = 0; i < n && !s; i++)
+    if (wire_type(ts[i].dtype) == w && ts[i].memory == mem) {
+      size_t k = (size_t)dist_tensor_numel(&ts[i]);
+      s = copy_in(&ts[i], buf + off * esize, k);
+      off += k;
+    }
+  if (!s) s = dist__backend_for(mem, &c->be);
+  if (!s) s = dist__reduce_buffer(c, buf, w, mem, total, op, -1, NULL);
+  off = 0;
+  for (int i = 0; i < n && !s; i++)
+    if (wire_type(ts[i].dtype) == w && ts[i].memory == mem) {
+      size_t k = (size_t)dist_tensor_numel(&ts[i]);
+      s = copy_out(&ts[i], buf + off * esize, k);
+      off += k;
+    }
+  dist__mem_free(mem, buf);
+  return s;
+}
+
+static dist_status fused(const char *what, const char *group, dist_tensor *ts, int n, dist_reduce_op op) {
+  dist__call c;
+  DIST_CHECK(dist__call_begin(&c, what, group));
+  dist_status s = n < 0 || (n > 0 && !ts)
+                      ? dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: %d tensors at %p", what, n, (void *)ts)
+                      : DIST_SUCCESS;
+  uint64_t h = DIST__HASH_SEED;
+  for (int i = 0; i < n && !s; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "tensors[%d]", i);
+    s = dist__check_tensor(&c, &ts[i], name);
+    if (!s) s = dist__call_backend(&c, ts[i].memory);
+    if (!s) s = dist__check_op(&c, ts[i].dtype, op);
+    if (!s) {
+      dist__sig_tensor(&c, &ts[i], -1);
+      h = dist__hash(h, &c.sig, sizeof c.sig);
+    }
+  }
+  if (!s) {
+    memset(&c.sig, 0, sizeof c.sig);
+    c.sig.op = op;
+    c.sig.aux = n;
+    c.sig.sizes = h; /* every tensor's dtype and shape, in order */
+  }
+  DIST_CHECK(dist__call_verify(&c, s));
+  static const dist_dtype kinds[] = {DIST_F32, DIST_F64, DIST_C64, DIST_C128, DIST_I32, DIST_I64, DIST_U8};
+  for (int m = DIST_MEM_HOST; m <= DIST_MEM_CUDA; m++)
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+      DIST_CHECK(reduce_kind(&c, ts, n, kinds[k], (dist_memory)m, op));
+  return DIST_SUCCESS;
+}
+
+dist_status dist_all_reduce_fused(const char *group, dist_tensor *tensors, int n, dist_reduce_op op) {
+  return fused("dist_all_reduce_fused", group, tensors, n, op);
+}
+
+dist_status dist_all_reduce_shared_grads(const char *group, dist_tensor *grads, int n) {
+  return fused("dist_all_reduce_shared_grads", group, grads, n, DIST_SUM);
+}

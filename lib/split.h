@@ -1,0 +1,32 @@
+/* Chunks of a tensor along one dimension, and packing them contiguously.
+ *
+ * A tensor is viewed as [outer, n, inner] around `dim`; chunk r is the
+ * extent sizes[r] starting at the sum of the sizes before it. Packed, the
+ * chunks lie one after another, each itself row-major. When outer == 1 the
+ * tensor already is its packed form and no copy is needed. */
+#ifndef DISTMGR_SPLIT_H
+#define DISTMGR_SPLIT_H
+
+#include "memops.h"
+
+typedef struct dist__split {
+  int64_t outer, n, inner;
+  size_t esize;
+  int P;
+  int64_t *sizes; /* P extents (owned copy) */
+} dist__split;
+
+/* `t` gives outer/inner/esize around dim; n = sum of sizes (NULL = all
+ * equal to `equal`). */
+dist_status dist__split_init(dist__split *s, const dist_tensor *t, int dim, int P, const int64_t *sizes, int64_t equal);
+void dist__split_free(dist__split *s);
+/* Element counts and offsets of each chunk in the packed form (P entries each). */
+void dist__split_counts(const dist__split *s, size_t *counts, size_t *displs);
+int dist__split_contiguous(const dist__split *s);
+dist_status dist__split_pack(dist_memory mem, const dist__split *s, const void *full, void *packed);
+dist_status dist__split_unpack(dist_memory mem, const dist__split *s, const void *packed, void *full);
+
+/* outer and inner products of t's shape around dim. */
+void dist__outer_inner(const dist_tensor *t, int dim, int64_t *outer, int64_t *inner);
+
+#endif
