@@ -73,8 +73,10 @@ static dist_status reduction(const char *what, const char *group, dist_tensor *t
     c.sig.root = to_root ? root : -1;
   }
   DIST_CHECK(dist__call_verify(&c, s));
-  return dist__reduce_buffer(&c, t->data, t->dtype, t->memory, (size_t)dist_tensor_numel(t), op, to_root ? root : -1,
-                             nb ? req : NULL);
+  int ordered = nb && t->memory == DIST_MEM_CUDA; /* enqueue now, track with an event */
+  s = dist__reduce_buffer(&c, t->data, t->dtype, t->memory, (size_t)dist_tensor_numel(t), op, to_root ? root : -1,
+                          nb && !ordered ? req : NULL);
+  return !s && ordered ? dist__request_stream(&c, t->memory, req) : s;
 }
 
 dist_status dist_all_reduce(const char *group, dist_tensor *t, dist_reduce_op op) {

@@ -54,7 +54,7 @@ static dist_status finish(dist_request *r, dist_status s) {
 dist_status dist_request_wait(dist_request *r) {
   if (!r) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_request_wait: request is NULL");
   if (r->complete) return r->result;
-  return finish(r, r->be->wait(&r->pending));
+  return finish(r, r->be ? r->be->wait(&r->pending) : dist__mem_event_wait(r->pending.event));
 }
 
 dist_status dist_request_test(dist_request *r, int *done) {
@@ -64,13 +64,24 @@ dist_status dist_request_test(dist_request *r, int *done) {
     return r->result;
   }
   int flag = 0;
-  dist_status s = r->be->test(&r->pending, &flag);
+  dist_status s = r->be ? r->be->test(&r->pending, &flag) : dist__mem_event_test(r->pending.event, &flag);
   if (s || flag) {
     *done = 1;
     return finish(r, s);
   }
   *done = 0;
   return DIST_SUCCESS;
+}
+
+dist_status dist__request_stream(const dist__call *c, dist_memory mem, dist_request **out) {
+  DIST_CHECK(dist__request_new(c, out));
+  (*out)->be = NULL;
+  dist_status s = dist__mem_event_record(mem, &(*out)->pending.event);
+  if (s) {
+    free(*out);
+    *out = NULL;
+  }
+  return s;
 }
 
 void dist__request_discard(dist_request *r) {

@@ -27,7 +27,7 @@ void dist__post_release(dist__post *p);
 
 struct dist_request {
   const char *what;
-  const dist__backend *be;
+  const dist__backend *be; /* NULL: a stream-ordered request (pending.event only) */
   dist__pending pending;
   dist__post post;
   int complete;
@@ -36,6 +36,9 @@ struct dist_request {
 
 /* A request for a launched call: takes over `post`. */
 dist_status dist__request_new(const dist__call *c, dist_request **out);
+/* For stream-ordered memory (CUDA) an operation is enqueued completely at
+ * start, post-processing included; its request only waits for an event. */
+dist_status dist__request_stream(const dist__call *c, dist_memory mem, dist_request **out);
 /* Free a request whose operation was never launched. */
 void dist__request_discard(dist_request *r);
 

@@ -87,7 +87,9 @@ static dist_status all_gather_v(const char *what, const char *group, const dist_
   dist_status s = gather_checks(&c, in, out, dim, sizes, 1);
   if (!s && nb && !req) s = dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: the request pointer is NULL", what);
   DIST_CHECK(dist__call_verify(&c, s));
-  return gather_common(&c, in, out, dim, sizes, -1, nb ? req : NULL);
+  int ordered = nb && in->memory == DIST_MEM_CUDA; /* enqueue now, track with an event */
+  s = gather_common(&c, in, out, dim, sizes, -1, nb && !ordered ? req : NULL);
+  return !s && ordered ? dist__request_stream(&c, in->memory, req) : s;
 }
 
 dist_status dist_all_gather(const char *group, const dist_tensor *in, dist_tensor *out, int dim) {
@@ -297,7 +299,9 @@ static dist_status all_to_all_v(const char *what, const char *group, const dist_
   if (!s) s = dist__check_shape_along(&c, out, "out", in, dim, rt);
   if (!s) dist__sig_tensor(&c, in, eq ? -1 : dim);
   s = dist__call_verify(&c, s);
-  if (!s) s = dist__all_to_all_dims(&c, in, dim, ss, out, dim, rs, nb ? req : NULL);
+  int ordered = nb && !s && in->memory == DIST_MEM_CUDA; /* enqueue now, track with an event */
+  if (!s) s = dist__all_to_all_dims(&c, in, dim, ss, out, dim, rs, nb && !ordered ? req : NULL);
+  if (!s && ordered) s = dist__request_stream(&c, in->memory, req);
   free(eq);
   return s;
 }

@@ -218,3 +218,48 @@ dist_status dist__mem_sync(dist_memory mem) {
   return NO_CUDA();
 #endif
 }
+
+dist_status dist__mem_event_record(dist_memory mem, void **event) {
+  *event = NULL;
+  if (mem == DIST_MEM_HOST) return DIST_SUCCESS;
+#ifdef HAVE_CUDA
+  cudaEvent_t e;
+  CUDA_CALL(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  cudaError_t err = cudaEventRecord(e, stream);
+  if (err != cudaSuccess) {
+    cudaEventDestroy(e);
+    return dist__cuda_error(err, "cudaEventRecord");
+  }
+  *event = e;
+  return DIST_SUCCESS;
+#else
+  return NO_CUDA();
+#endif
+}
+
+dist_status dist__mem_event_wait(void *event) {
+  if (!event) return DIST_SUCCESS;
+#ifdef HAVE_CUDA
+  cudaError_t e = cudaEventSynchronize((cudaEvent_t)event);
+  cudaEventDestroy((cudaEvent_t)event);
+  return e == cudaSuccess ? DIST_SUCCESS : dist__cuda_error(e, "cudaEventSynchronize");
+#else
+  return NO_CUDA();
+#endif
+}
+
+dist_status dist__mem_event_test(void *event, int *done) {
+  *done = 1;
+  if (!event) return DIST_SUCCESS;
+#ifdef HAVE_CUDA
+  cudaError_t e = cudaEventQuery((cudaEvent_t)event);
+  if (e == cudaErrorNotReady) {
+    *done = 0;
+    return DIST_SUCCESS;
+  }
+  cudaEventDestroy((cudaEvent_t)event);
+  return e == cudaSuccess ? DIST_SUCCESS : dist__cuda_error(e, "cudaEventQuery");
+#else
+  return NO_CUDA();
+#endif
+}

@@ -31,6 +31,11 @@ dist_status dist__mem_index_select(dist_memory mem, void *dst, const void *src, 
 /* Copies between host memory and `mem` (plain copies for host memory). */
 dist_status dist__mem_upload(dist_memory mem, void *dst, const void *host_src, size_t bytes);
 dist_status dist__mem_download(dist_memory mem, void *host_dst, const void *src, size_t bytes);
+/* Events marking the work enqueued so far (CUDA; host memory has none). */
+dist_status dist__mem_event_record(dist_memory mem, void **event);
+dist_status dist__mem_event_wait(void *event);            /* and destroys it */
+dist_status dist__mem_event_test(void *event, int *done); /* destroys it once done */
+
 /* Wait on the host for work enqueued so far (a no-op for host memory). */
 dist_status dist__mem_sync(dist_memory mem);
 

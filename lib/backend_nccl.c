@@ -1,0 +1,202 @@
+/* The NCCL backend: CUDA memory, stream-ordered on the caller's stream.
+ *
+ * One NCCL communicator per group, created at the group's first device
+ * collective (which every member reaches in the same order): rank 0 of the
+ * group makes the unique id and broadcasts it over the group's MPI
+ * communicator. NCCL has no v-collectives: they are grouped point-to-point
+ * sends and receives (or one ncclReduce per chunk for reduce-scatter-v). */
+#include <nccl.h>
+#include <stdlib.h>
+
+#include "backend.h"
+#include "memops.h"
+
+static dist_status nccl_error(ncclResult_t r, const char *call) {
+  return dist__error(DIST_ERR_CUDA, "%s failed: %s", call, ncclGetErrorString(r));
+}
+
+#define NCCL_CALL(call) \
+  do { ncclResult_t r_ = (call); if (r_ != ncclSuccess) return nccl_error(r_, #call); } while (0)
+
+static dist_status comm_of(dist__group *g, ncclComm_t *out) {
+  if (!g->nccl) {
+    ncclUniqueId id;
+    ncclResult_t r = g->rank == 0 ? ncclGetUniqueId(&id) : ncclSuccess;
+    /* agree on rank 0's outcome before anyone blocks in ncclCommInitRank */
+    dist_status s = dist__agree(g->comm, r == ncclSuccess ? DIST_SUCCESS : DIST_ERR_CUDA, "ncclGetUniqueId");
+    if (s) return r != ncclSuccess ? nccl_error(r, "ncclGetUniqueId") : s;
+    int rc = MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, g->comm);
+    if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Bcast (NCCL unique id)");
+    ncclComm_t comm;
+    NCCL_CALL(ncclCommInitRank(&comm, g->size, id, g->rank));
+    g->nccl = comm;
+  }
+  *out = (ncclComm_t)g->nccl;
+  return DIST_SUCCESS;
+}
+
+void dist__nccl_release(dist__group *g) {
+  if (g->nccl) ncclCommDestroy((ncclComm_t)g->nccl);
+  g->nccl = NULL;
+}
+
+/* Element type for reductions; complex numbers reduce as pairs of reals. */
+static int nccl_type(dist_dtype t, ncclDataType_t *out, size_t *mult) {
+  *mult = 1;
+  switch (t) {
+    case DIST_F32: *out = ncclFloat32; return 1;
+    case DIST_F64: *out = ncclFloat64; return 1;
+    case DIST_C64: *out = ncclFloat32, *mult = 2; return 1;
+    case DIST_C128: *out = ncclFloat64, *mult = 2; return 1;
+    case DIST_I32: *out = ncclInt32; return 1;
+    case DIST_I64: *out = ncclInt64; return 1;
+    case DIST_U8: *out = ncclUint8; return 1;
+    default: return 0; /* 16-bit floats arrive upcast to f32 */
+  }
+}
+
+static ncclRedOp_t nccl_op(dist_reduce_op op) {
+  switch (op) {
+    case DIST_AVG: return ncclAvg;
+    case DIST_MAX: return ncclMax;
+    case DIST_MIN: return ncclMin;
+    case DIST_PROD: return ncclProd;
+    default: return ncclSum;
+  }
+}
+
+static int can_reduce(dist_dtype t, dist_reduce_op op) {
+  ncclDataType_t nt;
+  size_t m;
+  if (!nccl_type(t, &nt, &m)) return 0;
+  if (dist__dtype_kind(t) == DIST__COMPLEX) return op == DIST_SUM || op == DIST_AVG; /* not elementwise otherwise */
+  if (op == DIST_AVG) return dist__dtype_kind(t) == DIST__FLOAT;
+  return 1;
+}
+
+/* Calls are complete in stream order once enqueued: the collective layer
+ * tracks non-blocking CUDA requests with an event, so `pending` is unused. */
+static dist_status mark(dist__pending *p) { return DIST_SUCCESS; }
+
+static dist_status all_reduce(dist__group *g, const void *send, void *recv, size_t count, dist_dtype t,
+                              dist_reduce_op op, dist__pending *p) {
+  ncclComm_t comm;
+  ncclDataType_t nt;
+  size_t m;
+  DIST_CHECK(comm_of(g, &comm));
+  nccl_type(t, &nt, &m);
+  NCCL_CALL(ncclAllReduce(send, recv, count * m, nt, nccl_op(op), comm, dist__cuda_stream()));
+  return mark(p);
+}
+
+static dist_status broadcast(dist__group *g, void *buf, size_t count, dist_dtype t, int root) {
+  ncclComm_t comm;
+  DIST_CHECK(comm_of(g, &comm));
+  NCCL_CALL(ncclBroadcast(buf, buf, count * dist_dtype_size(t), ncclUint8, root, comm, dist__cuda_stream()));
+  return DIST_SUCCESS;
+}
+
+static dist_status reduce(dist__group *g, const void *send, void *recv, size_t count, dist_dtype t, dist_reduce_op op,
+                          int root) {
+  ncclComm_t comm;
+  ncclDataType_t nt;
+  size_t m;
+  DIST_CHECK(comm_of(g, &comm));
+  nccl_type(t, &nt, &m);
+  NCCL_CALL(ncclReduce(send, recv, count * m, nt, nccl_op(op), root, comm, dist__cuda_stream()));
+  return DIST_SUCCESS;
+}
+
+/* Grouped point-to-point exchange: to peer r, scount[r] bytes from send +
+ * sdispl[r]; from peer r, rcount[r] bytes into recv + rdispl[r]. NULL arrays
+ * mean no traffic in that direction. The own chunk is a device copy. */
+static dist_status exchange(dist__group *g, const char *send, const size_t *sc, const size_t *sd, char *recv,
+                            const size_t *rc, const size_t *rd, size_t es) {
+  ncclComm_t comm;
+  cudaStream_t st = dist__cuda_stream();
+  DIST_CHECK(comm_of(g, &comm));
+  int me = g->rank;
+  if (sc && rc && sc[me]) {
+    cudaError_t e = cudaMemcpyAsync(recv + rd[me] * es, send + sd[me] * es, sc[me] * es, cudaMemcpyDeviceToDevice, st);
+    if (e != cudaSuccess) return dist__cuda_error(e, "cudaMemcpyAsync");
+  }
+  NCCL_CALL(ncclGroupStart());
+  for (int r = 0; r < g->size; r++) {
+    if (r == me) continue;
+    if (sc && sc[r]) ncclSend(send + sd[r] * es, sc[r] * es, ncclUint8, r, comm, st);
+    if (rc && rc[r]) ncclRecv(recv + rd[r] * es, rc[r] * es, ncclUint8, r, comm, st);
+  }
+  NCCL_CALL(ncclGroupEnd());
+  return DIST_SUCCESS;
+}
+
+static dist_status all_gather_v(dist__group *g, const void *send, void *recv, const size_t *counts,
+                                const size_t *displs, dist_dtype t, dist__pending *p) {
+  int P = g->size;
+  size_t *s = malloc(sizeof(size_t) * 2 * (size_t)P);
+  if (!s) return dist__error(DIST_ERR_NO_MEMORY, "count arrays");
+  for (int r = 0; r < P; r++) s[r] = counts[g->rank], s[P + r] = 0; /* my chunk to everyone */
+  dist_status st = exchange(g, send, s, s + P, recv, counts, displs, dist_dtype_size(t));
+  free(s);
+  return st ? st : mark(p);
+}
+
+static dist_status reduce_scatter_v(dist__group *g, const void *send, void *recv, const size_t *counts,
+                                    const size_t *displs, dist_dtype t, dist_reduce_op op) {
+  ncclComm_t comm;
+  ncclDataType_t nt;
+  size_t m, es = dist_dtype_size(t);
+  DIST_CHECK(comm_of(g, &comm));
+  nccl_type(t, &nt, &m);
+  NCCL_CALL(ncclGroupStart());
+  for (int r = 0; r < g->size; r++)
+    ncclReduce((const char *)send + displs[r] * es, recv, counts[r] * m, nt, nccl_op(op), r, comm, dist__cuda_stream());
+  NCCL_CALL(ncclGroupEnd());
+  return DIST_SUCCESS;
+}
+
+static dist_status gather_v(dist__group *g, const void *send, void *recv, const size_t *counts, const size_t *displs,
+                            dist_dtype t, int root) {
+  int P = g->size, me = g->rank;
+  size_t *s = calloc(2 * (size_t)P, sizeof(size_t));
+  if (!s) return dist__error(DIST_ERR_NO_MEMORY, "count arrays");
+  s[root] = counts[me];
+  dist_status st = exchange(g, send, s, s + P, recv, me == root ? counts : NULL, displs, dist_dtype_size(t));
+  free(s);
+  return st;
+}
+
+static dist_status scatter_v(dist__group *g, const void *send, void *recv, const size_t *counts, const size_t *displs,
+                             dist_dtype t, int root) {
+  int P = g->size, me = g->rank;
+  size_t *r = calloc(2 * (size_t)P, sizeof(size_t));
+  if (!r) return dist__error(DIST_ERR_NO_MEMORY, "count arrays");
+  r[root] = counts[me];
+  dist_status st = exchange(g, send, me == root ? counts : NULL, displs, recv, r, r + P, dist_dtype_size(t));
+  free(r);
+  return st;
+}
+
+static dist_status all_to_all_v(dist__group *g, const void *send, const size_t *sc, const size_t *sd, void *recv,
+                                const size_t *rc, const size_t *rd, dist_dtype t, dist__pending *p) {
+  DIST_CHECK(exchange(g, send, sc, sd, recv, rc, rd, dist_dtype_size(t)));
+  return mark(p);
+}
+
+static dist_status barrier(dist__group *g) {
+  DIST_CHECK(dist__mem_sync(DIST_MEM_CUDA));
+  int rc = MPI_Barrier(g->comm);
+  return rc == MPI_SUCCESS ? DIST_SUCCESS : dist__mpi_error(rc, "MPI_Barrier");
+}
+
+static dist_status wait(dist__pending *p) { return DIST_SUCCESS; }
+
+static dist_status test(dist__pending *p, int *done) {
+  *done = 1;
+  return DIST_SUCCESS;
+}
+
+const dist__backend dist__backend_nccl = {
+    "nccl", can_reduce, all_reduce, broadcast, reduce, all_gather_v, reduce_scatter_v,
+    gather_v, scatter_v, all_to_all_v, barrier, wait, test,
+};

@@ -1,0 +1,129 @@
+/* The staged backend: CUDA memory without NCCL. Each call copies its device
+ * buffers to host memory, runs the MPI backend and copies the results back.
+ * It synchronises the caller's stream (not the device) around the copies;
+ * correct everywhere, fast nowhere: the fallback, and a reference for NCCL. */
+#include <stdlib.h>
+
+#include "backend.h"
+#include "memops.h"
+
+static const dist__backend *const mpi = &dist__backend_mpi;
+
+/* A host copy of `bytes` of device memory (copied in if `src` is given). */
+static dist_status host_copy(const void *src, size_t bytes, void **out) {
+  DIST_CHECK(dist__mem_alloc(DIST_MEM_HOST, bytes, out));
+  dist_status s = src ? dist__mem_download(DIST_MEM_CUDA, *out, src, bytes) : DIST_SUCCESS;
+  if (!s && src) s = dist__mem_sync(DIST_MEM_CUDA);
+  if (s) free(*out), *out = NULL;
+  return s;
+}
+
+/* Copy a host result back to the device and release both host buffers. */
+static dist_status finish(dist_status s, void *dev, void *hrecv, size_t bytes, void *hsend) {
+  if (!s && dev && bytes) s = dist__mem_upload(DIST_MEM_CUDA, dev, hrecv, bytes);
+  if (!s) s = dist__mem_sync(DIST_MEM_CUDA); /* the host buffers must outlive the copy */
+  free(hsend);
+  if (hrecv != hsend) free(hrecv);
+  return s;
+}
+
+static size_t total(const dist__group *g, const size_t *counts, const size_t *displs) {
+  size_t end = 0;
+  for (int r = 0; r < g->size; r++)
+    if (counts[r] && displs[r] + counts[r] > end) end = displs[r] + counts[r];
+  return end;
+}
+
+static dist_status all_reduce(dist__group *g, const void *send, void *recv, size_t n, dist_dtype t, dist_reduce_op op,
+                              dist__pending *p) {
+  void *h;
+  size_t b = n * dist_dtype_size(t);
+  DIST_CHECK(host_copy(send, b, &h));
+  return finish(mpi->all_reduce(g, h, h, n, t, op, NULL), recv, h, b, h);
+}
+
+static dist_status broadcast(dist__group *g, void *buf, size_t n, dist_dtype t, int root) {
+  void *h;
+  size_t b = n * dist_dtype_size(t);
+  DIST_CHECK(host_copy(g->rank == root ? buf : NULL, b, &h));
+  return finish(mpi->broadcast(g, h, n, t, root), buf, h, b, h);
+}
+
+static dist_status reduce(dist__group *g, const void *send, void *recv, size_t n, dist_dtype t, dist_reduce_op op,
+                          int root) {
+  void *h;
+  size_t b = n * dist_dtype_size(t);
+  DIST_CHECK(host_copy(send, b, &h));
+  return finish(mpi->reduce(g, h, h, n, t, op, root), g->rank == root ? recv : NULL, h, b, h);
+}
+
+static dist_status all_gather_v(dist__group *g, const void *send, void *recv, const size_t *c, const size_t *d,
+                                dist_dtype t, dist__pending *p) {
+  void *hs, *hr;
+  size_t es = dist_dtype_size(t), rb = total(g, c, d) * es;
+  DIST_CHECK(host_copy(send, c[g->rank] * es, &hs));
+  dist_status s = host_copy(NULL, rb, &hr);
+  if (s) return finish(s, NULL, hs, 0, hs);
+  return finish(mpi->all_gather_v(g, hs, hr, c, d, t, NULL), recv, hr, rb, hs);
+}
+
+static dist_status reduce_scatter_v(dist__group *g, const void *send, void *recv, const size_t *c, const size_t *d,
+                                    dist_dtype t, dist_reduce_op op) {
+  void *hs, *hr;
+  size_t es = dist_dtype_size(t), rb = c[g->rank] * es;
+  DIST_CHECK(host_copy(send, total(g, c, d) * es, &hs));
+  dist_status s = host_copy(NULL, rb, &hr);
+  if (s) return finish(s, NULL, hs, 0, hs);
+  return finish(mpi->reduce_scatter_v(g, hs, hr, c, d, t, op), recv, hr, rb, hs);
+}
+
+static dist_status gather_v(dist__group *g, const void *send, void *recv, const size_t *c, const size_t *d,
+                            dist_dtype t, int root) {
+  void *hs, *hr = NULL;
+  int me = g->rank;
+  size_t es = dist_dtype_size(t), rb = me == root ? total(g, c, d) * es : 0;
+  DIST_CHECK(host_copy(send, c[me] * es, &hs));
+  dist_status s = host_copy(NULL, rb, &hr);
+  if (s) return finish(s, NULL, hs, 0, hs);
+  return finish(mpi->gather_v(g, hs, hr, c, d, t, root), me == root ? recv : NULL, hr, rb, hs);
+}
+
+static dist_status scatter_v(dist__group *g, const void *send, void *recv, const size_t *c, const size_t *d,
+                             dist_dtype t, int root) {
+  void *hs, *hr;
+  int me = g->rank;
+  size_t es = dist_dtype_size(t), rb = c[me] * es;
+  DIST_CHECK(host_copy(me == root ? send : NULL, me == root ? total(g, c, d) * es : 0, &hs));
+  dist_status s = host_copy(NULL, rb, &hr);
+  if (s) return finish(s, NULL, hs, 0, hs);
+  return finish(mpi->scatter_v(g, hs, hr, c, d, t, root), recv, hr, rb, hs);
+}
+
+static dist_status all_to_all_v(dist__group *g, const void *send, const size_t *sc, const size_t *sd, void *recv,
+                                const size_t *rc, const size_t *rd, dist_dtype t, dist__pending *p) {
+  void *hs, *hr;
+  size_t es = dist_dtype_size(t), rb = total(g, rc, rd) * es;
+  DIST_CHECK(host_copy(send, total(g, sc, sd) * es, &hs));
+  dist_status s = host_copy(NULL, rb, &hr);
+  if (s) return finish(s, NULL, hs, 0, hs);
+  return finish(mpi->all_to_all_v(g, hs, sc, sd, hr, rc, rd, t, NULL), recv, hr, rb, hs);
+}
+
+static dist_status barrier(dist__group *g) {
+  DIST_CHECK(dist__mem_sync(DIST_MEM_CUDA));
+  return mpi->barrier(g);
+}
+
+static int can_reduce(dist_dtype t, dist_reduce_op op) { return mpi->can_reduce(t, op); }
+
+/* Every call above completes before returning. */
+static dist_status wait(dist__pending *p) { return DIST_SUCCESS; }
+static dist_status test(dist__pending *p, int *done) {
+  *done = 1;
+  return DIST_SUCCESS;
+}
+
+const dist__backend dist__backend_staged = {
+    "staged", can_reduce, all_reduce, broadcast, reduce, all_gather_v, reduce_scatter_v,
+    gather_v, scatter_v, all_to_all_v, barrier, wait, test,
+};

@@ -1,0 +1,128 @@
+// Device kernels for the collective layer: 16-bit casts (reductions run in
+// f32), division for emulated avg, index-select and index-add along a
+// dimension. Launched on the caller's stream; return non-zero on a launch error.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+// dtype codes as in dist_dtype (include/distmgr/tensor.h)
+enum { F32 = 0, F64, BF16, F16, C64, C128, I32, I64, U8 };
+
+static unsigned blocks_for(size_t n) {
+  size_t b = (n + 255) / 256;
+  return (unsigned)(b < 65535 ? (b ? b : 1) : 65535);
+}
+
+#define GRID_LOOP(i, n) for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+
+__global__ void bf16_to_f32(const __nv_bfloat16 *s, float *d, size_t n) { GRID_LOOP(i, n) d[i] = __bfloat162float(s[i]); }
+__global__ void f16_to_f32(const __half *s, float *d, size_t n) { GRID_LOOP(i, n) d[i] = __half2float(s[i]); }
+__global__ void f32_to_bf16(const float *s, __nv_bfloat16 *d, size_t n) { GRID_LOOP(i, n) d[i] = __float2bfloat16_rn(s[i]); }
+__global__ void f32_to_f16(const float *s, __half *d, size_t n) { GRID_LOOP(i, n) d[i] = __float2half_rn(s[i]); }
+
+template <typename T> __global__ void divide(T *b, size_t n, int64_t d) { GRID_LOOP(i, n) b[i] = b[i] / (T)d; }
+
+// 8-bit atomic add through a compare-and-swap on the containing word.
+__device__ void atomic_add(uint8_t *p, uint8_t v) {
+  unsigned *w = (unsigned *)((uintptr_t)p & ~(uintptr_t)3);
+  unsigned shift = ((uintptr_t)p & 3) * 8, old = *w, assumed;
+  do {
+    assumed = old;
+    unsigned byte = ((assumed >> shift) + v) & 0xFF;
+    old = atomicCAS(w, assumed, (assumed & ~(0xFFu << shift)) | (byte << shift));
+  } while (assumed != old);
+}
+__device__ void atomic_add(float *p, float v) { atomicAdd(p, v); }
+__device__ void atomic_add(double *p, double v) { atomicAdd(p, v); }
+__device__ void atomic_add(int32_t *p, int32_t v) { atomicAdd((int *)p, (int)v); }
+__device__ void atomic_add(int64_t *p, int64_t v) { atomicAdd((unsigned long long *)p, (unsigned long long)v); }
+
+// dst[o, idx[k], i] += src[o, k, i]; duplicates in idx accumulate atomically.
+template <typename T>
+__global__ void index_add(T *dst, const T *src, int64_t outer, int64_t rows, int64_t inner, const int64_t *idx,
+                          int64_t nidx) {
+  size_t n = (size_t)(outer * nidx * inner);
+  GRID_LOOP(e, n) {
+    int64_t i = (int64_t)e % inner, k = ((int64_t)e / inner) % nidx, o = (int64_t)e / (inner * nidx);
+    atomic_add(&dst[(o * rows + idx[k]) * inner + i], src[e]);
+  }
+}
+
+// dst[o, k, :] = src[o, idx[k], :], moving elements of W bytes.
+template <typename W>
+__global__ void index_select(W *dst, const W *src, int64_t outer, int64_t rows, int64_t inner, const int64_t *idx,
+                             int64_t nidx) {
+  size_t n = (size_t)(outer * nidx * inner);
+  GRID_LOOP(e, n) {
+    int64_t i = (int64_t)e % inner, k = ((int64_t)e / inner) % nidx, o = (int64_t)e / (inner * nidx);
+    dst[e] = src[(o * rows + idx[k]) * inner + i];
+  }
+}
+
+static int launched(void) { return cudaPeekAtLastError() != cudaSuccess; }
+
+extern "C" int dist__cuda_to_f32(const void *src, int bf16, float *dst, size_t n, cudaStream_t s) {
+  if (!n) return 0;
+  if (bf16) bf16_to_f32<<<blocks_for(n), 256, 0, s>>>((const __nv_bfloat16 *)src, dst, n);
+  else f16_to_f32<<<blocks_for(n), 256, 0, s>>>((const __half *)src, dst, n);
+  return launched();
+}
+
+extern "C" int dist__cuda_from_f32(const float *src, int bf16, void *dst, size_t n, cudaStream_t s) {
+  if (!n) return 0;
+  if (bf16) f32_to_bf16<<<blocks_for(n), 256, 0, s>>>(src, (__nv_bfloat16 *)dst, n);
+  else f32_to_f16<<<blocks_for(n), 256, 0, s>>>(src, (__half *)dst, n);
+  return launched();
+}
+
+extern "C" int dist__cuda_divide(void *b, int dtype, size_t n, int64_t d, cudaStream_t s) {
+  if (!n) return 0;
+  switch (dtype) {
+    case F32: divide<<<blocks_for(n), 256, 0, s>>>((float *)b, n, d); break;
+    case C64: divide<<<blocks_for(2 * n), 256, 0, s>>>((float *)b, 2 * n, d); break;
+    case F64: divide<<<blocks_for(n), 256, 0, s>>>((double *)b, n, d); break;
+    case C128: divide<<<blocks_for(2 * n), 256, 0, s>>>((double *)b, 2 * n, d); break;
+    case I32: divide<<<blocks_for(n), 256, 0, s>>>((int32_t *)b, n, d); break;
+    case I64: divide<<<blocks_for(n), 256, 0, s>>>((int64_t *)b, n, d); break;
+    case U8: divide<<<blocks_for(n), 256, 0, s>>>((uint8_t *)b, n, d); break;
+    default: return 1;
+  }
+  return launched();
+}
+
+extern "C" int dist__cuda_index_add(void *dst, const void *src, int dtype, int64_t outer, int64_t rows, int64_t inner,
+                                    const int64_t *idx, int64_t nidx, cudaStream_t s) {
+  size_t n = (size_t)(outer * nidx * inner);
+  if (!n) return 0;
+  unsigned b = blocks_for(n);
+  switch (dtype) {
+    case F32: index_add<<<b, 256, 0, s>>>((float *)dst, (const float *)src, outer, rows, inner, idx, nidx); break;
+    case C64: index_add<<<blocks_for(2 * n), 256, 0, s>>>((float *)dst, (const float *)src, outer, rows, 2 * inner, idx, nidx); break;
+    case F64: index_add<<<b, 256, 0, s>>>((double *)dst, (const double *)src, outer, rows, inner, idx, nidx); break;
+    case C128: index_add<<<blocks_for(2 * n), 256, 0, s>>>((double *)dst, (const double *)src, outer, rows, 2 * inner, idx, nidx); break;
+    case I32: index_add<<<b, 256, 0, s>>>((int32_t *)dst, (const int32_t *)src, outer, rows, inner, idx, nidx); break;
+    case I64: index_add<<<b, 256, 0, s>>>((int64_t *)dst, (const int64_t *)src, outer, rows, inner, idx, nidx); break;
+    case U8: index_add<<<b, 256, 0, s>>>((uint8_t *)dst, (const uint8_t *)src, outer, rows, inner, idx, nidx); break;
+    default: return 1;
+  }
+  return launched();
+}
+
+struct b16 { uint64_t lo, hi; };
+
+extern "C" int dist__cuda_index_select(void *dst, const void *src, size_t esize, int64_t outer, int64_t rows,
+                                       int64_t inner, const int64_t *idx, int64_t nidx, cudaStream_t s) {
+  size_t n = (size_t)(outer * nidx * inner);
+  if (!n) return 0;
+  unsigned b = blocks_for(n);
+  switch (esize) {
+    case 1: index_select<<<b, 256, 0, s>>>((uint8_t *)dst, (const uint8_t *)src, outer, rows, inner, idx, nidx); break;
+    case 2: index_select<<<b, 256, 0, s>>>((uint16_t *)dst, (const uint16_t *)src, outer, rows, inner, idx, nidx); break;
+    case 4: index_select<<<b, 256, 0, s>>>((uint32_t *)dst, (const uint32_t *)src, outer, rows, inner, idx, nidx); break;
+    case 8: index_select<<<b, 256, 0, s>>>((uint64_t *)dst, (const uint64_t *)src, outer, rows, inner, idx, nidx); break;
+    case 16: index_select<<<b, 256, 0, s>>>((b16 *)dst, (const b16 *)src, outer, rows, inner, idx, nidx); break;
+    default: return 1;
+  }
+  return launched();
+}
