@@ -75,6 +75,7 @@ static dist_status gather_checks(dist__call *c, const dist_tensor *in, const dis
   if (!s && receives) s = dist__check_shape_along(c, out, "out", in, dim, total);
   if (!s) {
     dist__sig_tensor(c, in, sizes ? dim : -1); /* without sizes all extents must be equal */
+    c->sig.dim = dim;
     if (sizes) dist__sig_sizes(c, sizes);
   }
   return s;
@@ -144,6 +145,7 @@ dist_status dist_reduce_scatter_v(const char *group, const dist_tensor *in, dist
   if (!s) s = dist__check_shape_along(&c, out, "out", in, dim, mine);
   if (!s) {
     dist__sig_tensor(&c, in, -1);
+    c.sig.dim = dim;
     c.sig.op = op;
     if (sizes) dist__sig_sizes(&c, sizes);
   }
@@ -207,6 +209,7 @@ dist_status dist_scatter_v(const char *group, const dist_tensor *in, dist_tensor
   if (!s && me == src) s = dist__check_shape_along(&c, in, "in", out, dim, total);
   if (!s) {
     dist__sig_tensor(&c, out, sizes ? dim : -1);
+    c.sig.dim = dim;
     c.sig.root = src;
     if (sizes) dist__sig_sizes(&c, sizes);
   }
@@ -297,7 +300,10 @@ static dist_status all_to_all_v(const char *what, const char *group, const dist_
     s = dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: send_sizes add up to %lld but 'in' has extent %lld along dim %d", what,
                     (long long)st, (long long)in->shape[dim], dim);
   if (!s) s = dist__check_shape_along(&c, out, "out", in, dim, rt);
-  if (!s) dist__sig_tensor(&c, in, eq ? -1 : dim);
+  if (!s) {
+    dist__sig_tensor(&c, in, eq ? -1 : dim);
+    c.sig.dim = dim;
+  }
   s = dist__call_verify(&c, s);
   int ordered = nb && !s && in->memory == DIST_MEM_CUDA; /* enqueue now, track with an event */
   if (!s) s = dist__all_to_all_dims(&c, in, dim, ss, out, dim, rs, nb && !ordered ? req : NULL);

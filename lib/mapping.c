@@ -1,4 +1,5 @@
 /* Split shapes and the model-parallel mapping pairs built on the collectives. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "coll_internal.h"
@@ -19,6 +20,16 @@ dist_status dist_compute_split_shapes(int64_t size, int n, int64_t *sizes) {
   }
   return DIST_SUCCESS;
 }
+
+/* A rank whose own check failed (s) still joins the collective `r` with a
+ * NULL tensor, so every rank fails its agreement round instead of hanging;
+ * it then reports its own message, not the collective's. */
+static char failed_msg[512];
+static dist_status keep_own(dist_status s) {
+  if (s) snprintf(failed_msg, sizeof failed_msg, "%s", dist_last_error());
+  return s;
+}
+static dist_status joined(dist_status s, dist_status r) { return s ? dist__error(s, "%s", failed_msg) : r; }
 
 /* Local start: group, tensors, same memory and dtype (no communication). */
 static dist_status local_begin(dist__call *c, const char *what, const char *group, const dist_tensor *in,
@@ -64,17 +75,16 @@ dist_status dist_copy_to_parallel_region_backward(const char *group, const dist_
   dist__call c;
   dist_status s = local_begin(&c, "dist_copy_to_parallel_region_backward", group, grad_out, grad_in);
   if (!s) s = copy_tensor(&c, grad_out, grad_in);
-  /* an invalid argument still reaches the all-reduce's agreement round */
-  dist_status r = dist_all_reduce(group, s ? NULL : grad_in, DIST_SUM);
-  return s ? s : r;
+  keep_own(s);
+  return joined(s, dist_all_reduce(group, s ? NULL : grad_in, DIST_SUM));
 }
 
 dist_status dist_reduce_from_parallel_region(const char *group, const dist_tensor *in, dist_tensor *out) {
   dist__call c;
   dist_status s = local_begin(&c, "dist_reduce_from_parallel_region", group, in, out);
   if (!s) s = copy_tensor(&c, in, out);
-  dist_status r = dist_all_reduce(group, s ? NULL : out, DIST_SUM);
-  return s ? s : r;
+  keep_own(s);
+  return joined(s, dist_all_reduce(group, s ? NULL : out, DIST_SUM));
 }
 
 dist_status dist_reduce_from_parallel_region_backward(const char *group, const dist_tensor *grad_out,
@@ -105,9 +115,10 @@ dist_status dist_scatter_to_parallel_region_backward(const char *group, const di
   if (s == DIST_ERR_UNKNOWN_GROUP || s == DIST_ERR_NOT_MEMBER || s == DIST_ERR_NOT_INITIALIZED) return s;
   if (!s) s = dist__check_dim(&c, grad_in, dim, "grad_in");
   if (!s) s = split_sizes(&c, grad_in->shape[dim], &sz);
-  dist_status r = dist_all_gather_v(group, s ? NULL : grad_out, grad_in, dim, sz);
+  keep_own(s);
+  dist_status r = joined(s, dist_all_gather_v(group, s ? NULL : grad_out, grad_in, dim, sz));
   free(sz);
-  return s ? s : r;
+  return r;
 }
 
 dist_status dist_gather_from_parallel_region(const char *group, const dist_tensor *in, int dim,
