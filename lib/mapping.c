@@ -24,7 +24,7 @@ dist_status dist_compute_split_shapes(int64_t size, int n, int64_t *sizes) {
 /* A rank whose own check failed (s) still joins the collective `r` with a
  * NULL tensor, so every rank fails its agreement round instead of hanging;
  * it then reports its own message, not the collective's. */
-static char failed_msg[512];
+static _Thread_local char failed_msg[512];
 static dist_status keep_own(dist_status s) {
   if (s) snprintf(failed_msg, sizeof failed_msg, "%s", dist_last_error());
   return s;
