@@ -13,8 +13,8 @@
  * one small agreement all-reduce before each collective) and DIST_VERIFY=0.
  * Each launch measures MPI and distmgr in alternating blocks, because the
  * machine is shared and oversubscribed: a drift in load then hits both sides
- * alike. A block's time is the slowest rank's; each side's figure is the
- * median over rounds.
+ * alike. A block's time is the slowest rank's; the times shown are each
+ * side's median over rounds, the ratio the median of the per-round ratios.
  *
  * Usage: bench/collectives [--ranks 2,4] [--min-bytes 4096] [--max-bytes 67108864]
  *                          [--rounds 5] [--quick]          (LAUNCHER as for make check)
@@ -193,20 +193,27 @@ static double median(double *v, int n) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-/* Median seconds per call of MPI and distmgr, measured in alternating blocks. */
-static void measure(bench *b, int op, int rounds, double *t_mpi, double *t_dist) {
+/* One size: median seconds per call of each side, and the median over rounds
+ * of distmgr's block time over the adjacent MPI block's. The paired ratio
+ * cancels load that drifts between rounds (other jobs on the shared cores),
+ * which the ratio of two medians does not. */
+typedef struct timing {
+  double mpi, dist, ratio;
+} timing;
+
+static timing measure(bench *b, int op, int rounds) {
   for (int w = 0; w < 2; w++) run_mpi(b, op), run_dist(b, op); /* warm-up */
   double one = time_block(b, op, 0, 1), other = time_block(b, op, 1, 1);
   if (other > one) one = other;
   int iters = one > 0 ? (int)(BLOCK_SECONDS / one) + 1 : 1000;
   if (iters > 1000) iters = 1000;
-  double mpi[MAX_ROUNDS], dist[MAX_ROUNDS];
+  double mpi[MAX_ROUNDS], dist[MAX_ROUNDS], ratio[MAX_ROUNDS];
   for (int r = 0; r < rounds; r++) { /* swap the order each round: no side always goes first */
     if (r % 2 == 0) mpi[r] = time_block(b, op, 0, iters), dist[r] = time_block(b, op, 1, iters);
     else dist[r] = time_block(b, op, 1, iters), mpi[r] = time_block(b, op, 0, iters);
+    ratio[r] = dist[r] / mpi[r];
   }
-  *t_mpi = median(mpi, rounds);
-  *t_dist = median(dist, rounds);
+  return (timing){median(mpi, rounds), median(dist, rounds), median(ratio, rounds)};
 }
 
 /* Bus bandwidth in GB/s as nccl-tests defines it. */
@@ -248,13 +255,11 @@ static void bench_op(bench *b, int op, const options *o) {
     set_size(b, bytes);
     if (op == OP_ALL_REDUCE) verify_all_reduce(b);
     else verify_all_to_all_v(b);
-    double t_mpi, t_dist;
-    measure(b, op, o->rounds, &t_mpi, &t_dist);
-    double ratio = t_dist / t_mpi;
-    if (bytes >= TARGET_FROM_BYTES && ratio > worst) worst = ratio;
+    timing t = measure(b, op, o->rounds);
+    if (bytes >= TARGET_FROM_BYTES && t.ratio > worst) worst = t.ratio;
     if (b->rank == 0) {
       printf("%-13s %3d %6d %10lld %12.1f %12.1f %9.3f %9.3f %7.3f\n", op_names[op], b->size, o->verify, bytes,
-             t_mpi * 1e6, t_dist * 1e6, busbw(op, bytes, t_mpi, b->size), busbw(op, bytes, t_dist, b->size), ratio);
+             t.mpi * 1e6, t.dist * 1e6, busbw(op, bytes, t.mpi, b->size), busbw(op, bytes, t.dist, b->size), t.ratio);
       fflush(stdout);
     }
   }
@@ -362,7 +367,8 @@ int main(int argc, char **argv) {
   if (n <= 0) return fprintf(stderr, "bench/collectives: cannot find own path\n"), 1;
   self[n] = 0;
 
-  printf("bench/collectives: f32, bytes per rank, median of %d rounds of alternating blocks, slowest rank\n"
+  printf("bench/collectives: f32, bytes per rank; %d rounds of alternating MPI/distmgr blocks, slowest rank;\n"
+         "times: median per side; ratio: median of distmgr/MPI over adjacent blocks\n"
          "(launcher: %s N; busbw as nccl-tests; verify = DIST_VERIFY)\n",
          o.rounds, launcher);
   printf("%-13s %3s %6s %10s %12s %12s %9s %9s %7s\n", "op", "np", "verify", "bytes", "MPI_us", "distmgr_us",
