@@ -18,6 +18,10 @@ typedef struct dist__call {
   dist__group *g;
   const dist__backend *be;
   dist__sig sig;
+  /* All-to-all calls: my send/recv counts and their balance (see
+   * dist__sig_exchange); NULL otherwise. */
+  const int64_t *xsend, *xrecv;
+  uint64_t balance;
 } dist__call;
 
 /* Find the group and check membership (local; returns at once on error). */
@@ -43,6 +47,11 @@ dist_status dist__check_sizes(const dist__call *c, const int64_t *sizes, const c
 /* Fill the signature from a tensor (dim >= 0: that extent left out). */
 void dist__sig_tensor(dist__call *c, const dist_tensor *t, int dim);
 void dist__sig_sizes(dist__call *c, const int64_t *sizes);
+/* Per-peer counts of an all-to-all: what I send to r must be what r expects
+ * from me. Each rank adds a hash of (me -> r, send[r]) and subtracts one of
+ * (r -> me, recv[r]); the verification round sums these over the group, which
+ * is 0 exactly when every pair agrees (up to hash collisions). */
+void dist__sig_exchange(dist__call *c, const int64_t *send, const int64_t *recv);
 void dist__describe_shape(const dist_tensor *t, char *buf, size_t n); /* "f32[4,3]" */
 
 /* Pick the backend for memory space `mem` into c->be. */

@@ -303,6 +303,7 @@ static dist_status all_to_all_v(const char *what, const char *group, const dist_
   if (!s) {
     dist__sig_tensor(&c, in, eq ? -1 : dim);
     c.sig.dim = dim;
+    if (!eq) dist__sig_exchange(&c, ss, rs);
   }
   s = dist__call_verify(&c, s);
   int ordered = nb && !s && in->memory == DIST_MEM_CUDA; /* enqueue now, track with an event */

@@ -28,7 +28,10 @@ static dist_status indexed_checks(dist__call *c, const dist_tensor *src, const c
       s = dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: indices[%lld] = %lld is out of range [0, %lld) along dim %d",
                       c->what, (long long)k, (long long)idx[k], (long long)src->shape[dim], dim);
   if (!s) s = dist__check_shape_along(c, x, x_name, src, dim, nrecv);
-  if (!s) dist__sig_tensor(c, src, dim);
+  if (!s) {
+    dist__sig_tensor(c, src, dim);
+    dist__sig_exchange(c, sc, rc);
+  }
   return s;
 }
 

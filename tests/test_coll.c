@@ -916,6 +916,15 @@ static void test_errors_one_rank(void) {
   dist_tensor out3 = dist_tensor_host(y, DIST_F32, 3, (int64_t[3]){2, out_ext, 4});
   EXPECT_ERR(dist_all_gather_v(NULL, &in3, &out3, 1, sizes), MIS, INV, NULL, NULL);
 
+  /* all-to-all-v counts that do not pair up: rank 1 expects 2 slices from
+   * rank 0, which sends 1. Each rank's arrays fit its own tensors. */
+  int64_t ss[64], rs[64], rtotal = 0;
+  for (int r = 0; r < W; r++) ss[r] = 1, rs[r] = R == 1 && r == 0 ? 2 : 1, rtotal += rs[r];
+  dist_tensor a_in = dist_tensor_host(x, DIST_F32, 1, (int64_t[1]){W});
+  dist_tensor a_out = dist_tensor_host(y, DIST_F32, 1, (int64_t[1]){rtotal});
+  EXPECT_ERR(dist_all_to_all_v(NULL, &a_in, &a_out, 0, ss, rs), MIS, NONE,
+             "rank 0 of group 'world' sends 1 slices to rank 1, which expects 2", NULL);
+
   /* A rank-local invalid argument on rank 1 only. */
   dist_tensor outw = dist_tensor_host(y, DIST_F32, 3, big);
   EXPECT_ERR(dist_all_gather(NULL, &in3, &outw, R == 1 ? 99 : 1), INV, MIS, R == 1 ? NULL : "rank 1", NULL);
