@@ -49,6 +49,8 @@ typedef struct dist__backend {
   dist_status (*barrier)(dist__group *g);
   dist_status (*wait)(dist__pending *p);
   dist_status (*test)(dist__pending *p, int *done);
+  /* Reductions this backend cannot do go here (NULL: none). */
+  const struct dist__backend *fallback;
 } dist__backend;
 
 extern const dist__backend dist__backend_mpi;

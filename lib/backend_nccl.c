@@ -120,13 +120,16 @@ static dist_status exchange(dist__group *g, const char *send, const size_t *sc, 
     cudaError_t e = cudaMemcpyAsync(recv + rd[me] * es, send + sd[me] * es, sc[me] * es, cudaMemcpyDeviceToDevice, st);
     if (e != cudaSuccess) return dist__cuda_error(e, "cudaMemcpyAsync");
   }
+  ncclResult_t res = ncclSuccess;
   NCCL_CALL(ncclGroupStart());
-  for (int r = 0; r < g->size; r++) {
+  for (int r = 0; r < g->size && res == ncclSuccess; r++) {
     if (r == me) continue;
-    if (sc && sc[r]) ncclSend(send + sd[r] * es, sc[r] * es, ncclUint8, r, comm, st);
-    if (rc && rc[r]) ncclRecv(recv + rd[r] * es, rc[r] * es, ncclUint8, r, comm, st);
+    if (sc && sc[r]) res = ncclSend(send + sd[r] * es, sc[r] * es, ncclUint8, r, comm, st);
+    if (res == ncclSuccess && rc && rc[r]) res = ncclRecv(recv + rd[r] * es, rc[r] * es, ncclUint8, r, comm, st);
   }
-  NCCL_CALL(ncclGroupEnd());
+  ncclResult_t end = ncclGroupEnd(); /* always close the group */
+  if (res != ncclSuccess) return nccl_error(res, "ncclSend/ncclRecv");
+  if (end != ncclSuccess) return nccl_error(end, "ncclGroupEnd");
   return DIST_SUCCESS;
 }
 
@@ -148,10 +151,14 @@ static dist_status reduce_scatter_v(dist__group *g, const void *send, void *recv
   size_t m, es = dist_dtype_size(t);
   DIST_CHECK(comm_of(g, &comm));
   nccl_type(t, &nt, &m);
+  ncclResult_t res = ncclSuccess;
   NCCL_CALL(ncclGroupStart());
-  for (int r = 0; r < g->size; r++)
-    ncclReduce((const char *)send + displs[r] * es, recv, counts[r] * m, nt, nccl_op(op), r, comm, dist__cuda_stream());
-  NCCL_CALL(ncclGroupEnd());
+  for (int r = 0; r < g->size && res == ncclSuccess; r++)
+    res = ncclReduce((const char *)send + displs[r] * es, recv, counts[r] * m, nt, nccl_op(op), r, comm,
+                     dist__cuda_stream());
+  ncclResult_t end = ncclGroupEnd();
+  if (res != ncclSuccess) return nccl_error(res, "ncclReduce");
+  if (end != ncclSuccess) return nccl_error(end, "ncclGroupEnd");
   return DIST_SUCCESS;
 }
 
@@ -199,4 +206,5 @@ static dist_status test(dist__pending *p, int *done) {
 const dist__backend dist__backend_nccl = {
     "nccl", can_reduce, all_reduce, broadcast, reduce, all_gather_v, reduce_scatter_v,
     gather_v, scatter_v, all_to_all_v, barrier, wait, test,
+    &dist__backend_staged, /* complex prod: not elementwise on real pairs */
 };

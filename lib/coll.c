@@ -22,10 +22,11 @@ dist_status dist__reduce_buffer(dist__call *c, void *buf, dist_dtype dt, dist_me
   post.wire_type = dt;
   post.wire_n = n;
   dist_status s = DIST_SUCCESS;
-  if (dist__dtype_is16(dt)) {
-    s = dist__post_alloc(&post, n * sizeof(float), &post.wire);
-    if (!s) s = dist__mem_to_f32(mem, buf, dt, post.wire, n);
-    post.wire_type = DIST_F32;
+  dist_dtype wt = dist__wire_type(dt, op);
+  if (wt != dt) { /* reduce in the wider type, narrow once at the end */
+    s = dist__post_alloc(&post, n * dist_dtype_size(wt), &post.wire);
+    if (!s) s = dist__mem_widen(mem, buf, dt, post.wire, n);
+    post.wire_type = wt;
     if (keeps) post.cast_to = buf, post.cast_type = dt;
   }
   dist_reduce_op wop = op;
@@ -34,8 +35,10 @@ dist_status dist__reduce_buffer(dist__call *c, void *buf, dist_dtype dt, dist_me
     if (keeps) post.divisor = c->g->size;
   }
   if (!s && req) s = dist__request_new(c, req);
+  if (wt != dt) s = dist__call_ready(c, s); /* a failed allocation must not strand the others */
   if (s) {
     dist__post_release(&post);
+    if (req && *req) dist__request_discard(*req), *req = NULL;
     return s;
   }
   if (req) {
@@ -61,6 +64,7 @@ dist_status dist__reduce_buffer(dist__call *c, void *buf, dist_dtype dt, dist_me
 static dist_status reduction(const char *what, const char *group, dist_tensor *t, dist_reduce_op op, int to_root,
                              int root, int nb, dist_request **req) {
   dist__call c;
+  if (req) *req = NULL;
   DIST_CHECK(dist__call_begin(&c, what, group));
   dist_status s = dist__check_tensor(&c, t, "t");
   if (!s) s = dist__call_backend(&c, t->memory);

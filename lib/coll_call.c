@@ -72,12 +72,17 @@ dist_status dist__check_rank(const dist__call *c, int r, const char *name) {
   return DIST_SUCCESS;
 }
 
-dist_status dist__check_op(const dist__call *c, dist_dtype t, dist_reduce_op op) {
+static int can(const dist__backend *be, dist_dtype wire, dist_reduce_op op) {
+  /* avg is a sum and a division where the backend has no avg. */
+  return be->can_reduce(wire, op) || (op == DIST_AVG && be->can_reduce(wire, DIST_SUM));
+}
+
+dist_status dist__check_op(dist__call *c, dist_dtype t, dist_reduce_op op) {
   if ((unsigned)op >= DIST_REDUCE_OP_COUNT)
     return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: unknown reduction op %d", c->what, (int)op);
-  dist_dtype wire = dist__dtype_is16(t) ? DIST_F32 : t;
-  /* avg is a sum and a division where the backend has no avg. */
-  if (!c->be->can_reduce(wire, op) && !(op == DIST_AVG && c->be->can_reduce(wire, DIST_SUM)))
+  dist_dtype wire = dist__wire_type(t, op);
+  if (!can(c->be, wire, op) && c->be->fallback && can(c->be->fallback, wire, op)) c->be = c->be->fallback;
+  if (!can(c->be, wire, op))
     return dist__error(DIST_ERR_UNSUPPORTED, "%s: the %s backend cannot reduce %s with %s", c->what, c->be->name,
                        dist_dtype_name(t), dist_reduce_op_name(op));
   return DIST_SUCCESS;
@@ -218,6 +223,11 @@ static dist_status verify_handles(MPI_Op *op, MPI_Datatype *type) {
   *op = vop;
   *type = vtype;
   return DIST_SUCCESS;
+}
+
+dist_status dist__call_ready(dist__call *c, dist_status s) {
+  if (!dist__state.settings.verify || c->g->size == 1) return s;
+  return dist__agree(c->g->comm, s, c->what);
 }
 
 dist_status dist__call_verify(dist__call *c, dist_status local) {

@@ -37,7 +37,8 @@ dist_status dist__check_tensor(const dist__call *c, const dist_tensor *t, const 
 dist_status dist__check_same_memory(const dist__call *c, const dist_tensor *a, const dist_tensor *b);
 dist_status dist__check_dim(const dist__call *c, const dist_tensor *t, int dim, const char *name);
 dist_status dist__check_rank(const dist__call *c, int r, const char *name);
-dist_status dist__check_op(const dist__call *c, dist_dtype t, dist_reduce_op op);
+/* Also switches c->be to its fallback when only that one can reduce. */
+dist_status dist__check_op(dist__call *c, dist_dtype t, dist_reduce_op op);
 /* `t` must have shape `ref` except extent `n` along dim. */
 dist_status dist__check_shape_along(const dist__call *c, const dist_tensor *t, const char *name,
                                     const dist_tensor *ref, int dim, int64_t n);
@@ -53,6 +54,12 @@ void dist__sig_sizes(dist__call *c, const int64_t *sizes);
  * is 0 exactly when every pair agrees (up to hash collisions). */
 void dist__sig_exchange(dist__call *c, const int64_t *send, const int64_t *recv);
 void dist__describe_shape(const dist_tensor *t, char *buf, size_t n); /* "f32[4,3]" */
+
+/* After verification, before the backend call: when this rank prepared
+ * something that can fail (scratch, packing), agree on the outcome so a local
+ * failure is an error everywhere, not a hang (only with DIST_VERIFY=1).
+ * Every rank of the group must call it at the same point. */
+dist_status dist__call_ready(dist__call *c, dist_status s);
 
 /* Pick the backend for memory space `mem` into c->be. */
 dist_status dist__call_backend(dist__call *c, dist_memory mem);

@@ -6,16 +6,16 @@
 #include "coll_internal.h"
 
 /* The type a tensor travels as: 16-bit floats join the f32 buffer. */
-static dist_dtype wire_type(dist_dtype t) { return dist__dtype_is16(t) ? DIST_F32 : t; }
+static dist_dtype wire_type(dist_dtype t) { return dist__dtype_is16(t) ? DIST_F32 : t; } /* u8 avg widens later */
 
 static dist_status copy_in(const dist_tensor *t, char *dst, size_t n) {
-  if (dist__dtype_is16(t->dtype)) return dist__mem_to_f32(t->memory, t->data, t->dtype, (float *)dst, n);
+  if (dist__dtype_is16(t->dtype)) return dist__mem_widen(t->memory, t->data, t->dtype, dst, n);
   size_t bytes = n * dist_dtype_size(t->dtype);
   return dist__mem_copy2d(t->memory, dst, bytes, t->data, bytes, bytes, 1);
 }
 
 static dist_status copy_out(dist_tensor *t, const char *src, size_t n) {
-  if (dist__dtype_is16(t->dtype)) return dist__mem_from_f32(t->memory, (const float *)src, t->dtype, t->data, n);
+  if (dist__dtype_is16(t->dtype)) return dist__mem_narrow(t->memory, src, t->dtype, t->data, n);
   size_t bytes = n * dist_dtype_size(t->dtype);
   return dist__mem_copy2d(t->memory, t->data, bytes, src, bytes, bytes, 1);
 }
@@ -38,6 +38,8 @@ static dist_status reduce_kind(dist__call *c, dist_tensor *ts, int n, dist_dtype
       off += k;
     }
   if (!s) s = dist__backend_for(mem, &c->be);
+  if (!s) s = dist__check_op(c, w, op); /* may switch to a fallback backend */
+  s = dist__call_ready(c, s);
   if (!s) s = dist__reduce_buffer(c, buf, w, mem, total, op, -1, NULL);
   off = 0;
   for (int i = 0; i < n && !s; i++)

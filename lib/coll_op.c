@@ -29,7 +29,7 @@ void dist__post_release(dist__post *p) {
 dist_status dist__post_run(dist__post *p) {
   dist_status s = DIST_SUCCESS;
   if (p->divisor > 1) s = dist__mem_divide(p->mem, p->wire, p->wire_type, p->wire_n, p->divisor);
-  if (!s && p->cast_to) s = dist__mem_from_f32(p->mem, p->wire, p->cast_type, p->cast_to, p->wire_n);
+  if (!s && p->cast_to) s = dist__mem_narrow(p->mem, p->wire, p->cast_type, p->cast_to, p->wire_n);
   if (!s && p->unpack_to) s = dist__split_unpack(p->mem, &p->split, p->wire, p->unpack_to);
   dist__post_release(p);
   return s;

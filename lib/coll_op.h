@@ -13,7 +13,7 @@ typedef struct dist__post {
   dist_dtype wire_type; /* its element type */
   size_t wire_n;        /* its element count */
   int64_t divisor;      /* > 1: avg emulated as sum / divisor */
-  void *cast_to;        /* non-NULL: wire (f32) is cast back into it */
+  void *cast_to;        /* non-NULL: wire (the wider type) is narrowed back into it */
   dist_dtype cast_type;
   void *unpack_to;      /* non-NULL: wire (packed chunks) is unpacked into it */
   dist__split split;

@@ -49,6 +49,7 @@ static dist_status gather_common(dist__call *c, const dist_tensor *in, dist_tens
     post.unpack_to = out->data;
   }
   if (!s && req) s = dist__request_new(c, req);
+  if (!dist__split_contiguous(&post.split)) s = dist__call_ready(c, s);
   if (s) {
     free(cnt);
     return conclude(&post, s, req);
@@ -84,6 +85,7 @@ static dist_status gather_checks(dist__call *c, const dist_tensor *in, const dis
 static dist_status all_gather_v(const char *what, const char *group, const dist_tensor *in, dist_tensor *out, int dim,
                                 const int64_t *sizes, int nb, dist_request **req) {
   dist__call c;
+  if (req) *req = NULL;
   DIST_CHECK(dist__call_begin(&c, what, group));
   dist_status s = gather_checks(&c, in, out, dim, sizes, 1);
   if (!s && nb && !req) s = dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: the request pointer is NULL", what);
@@ -155,8 +157,8 @@ dist_status dist_reduce_scatter_v(const char *group, const dist_tensor *in, dist
   dist__post post;
   dist__post_init(&post, in->memory);
   size_t *cnt = NULL, n_in = (size_t)dist_tensor_numel(in), n_out = (size_t)dist_tensor_numel(out);
-  int is16 = dist__dtype_is16(in->dtype);
-  dist_dtype wt = is16 ? DIST_F32 : in->dtype;
+  dist_dtype wt = dist__wire_type(in->dtype, op);
+  int is16 = wt != in->dtype; /* reduced in a wider type */
   dist_tensor win = *in;
   win.dtype = wt;
   const void *send = in->data;
@@ -164,8 +166,8 @@ dist_status dist_reduce_scatter_v(const char *group, const dist_tensor *in, dist
   if (!s) s = counts_of(&post.split, &cnt);
   if (!s && is16) {
     void *f;
-    s = dist__post_alloc(&post, n_in * sizeof(float), &f);
-    if (!s) s = dist__mem_to_f32(in->memory, in->data, in->dtype, f, n_in);
+    s = dist__post_alloc(&post, n_in * dist_dtype_size(wt), &f);
+    if (!s) s = dist__mem_widen(in->memory, in->data, in->dtype, f, n_in);
     send = f;
   }
   if (!s && !dist__split_contiguous(&post.split)) {
@@ -178,12 +180,13 @@ dist_status dist_reduce_scatter_v(const char *group, const dist_tensor *in, dist
   post.wire_type = wt;
   post.wire_n = n_out;
   if (!s && is16) {
-    s = dist__post_alloc(&post, n_out * sizeof(float), &post.wire);
+    s = dist__post_alloc(&post, n_out * dist_dtype_size(wt), &post.wire);
     post.cast_to = out->data;
     post.cast_type = in->dtype;
   }
   dist_reduce_op wop = op;
   if (op == DIST_AVG && !c.be->can_reduce(wt, DIST_AVG)) wop = DIST_SUM, post.divisor = P;
+  if (is16 || !dist__split_contiguous(&post.split)) s = dist__call_ready(&c, s);
   if (!s) s = c.be->reduce_scatter_v(c.g, send, post.wire, cnt, cnt + P, wt, wop);
   free(cnt);
   dist__split_free(&post.split); /* the result needs no unpacking */
@@ -227,6 +230,7 @@ dist_status dist_scatter_v(const char *group, const dist_tensor *in, dist_tensor
     if (!s) s = dist__split_pack(in->memory, &post.split, in->data, packed);
     send = packed;
   }
+  if (!dist__split_contiguous(&post.split)) s = dist__call_ready(&c, s);
   if (!s) s = c.be->scatter_v(c.g, send, out->data, cnt, cnt + P, out->dtype, src);
   free(cnt);
   dist__split_free(&post.split);
@@ -261,6 +265,11 @@ dist_status dist__all_to_all_dims(dist__call *c, const dist_tensor *in, int spli
     post.unpack_to = out->data;
   }
   if (!s && req) s = dist__request_new(c, req);
+  /* Packing (which can fail) happens on the same ranks everywhere when both
+   * sides split the same dim. A transpose's outer extents differ per rank, so
+   * it always agrees. */
+  if (split_dim != cat_dim || !dist__split_contiguous(&sin) || !dist__split_contiguous(&post.split))
+    s = dist__call_ready(c, s);
   if (!s)
     s = c->be->all_to_all_v(c->g, send, sc, sc + P, recv, rc, rc + P, in->dtype, req ? &(*req)->pending : NULL);
   free(sc);
@@ -272,6 +281,7 @@ dist_status dist__all_to_all_dims(dist__call *c, const dist_tensor *in, int spli
 static dist_status all_to_all_v(const char *what, const char *group, const dist_tensor *in, dist_tensor *out, int dim,
                                 const int64_t *ss, const int64_t *rs, int equal, int nb, dist_request **req) {
   dist__call c;
+  if (req) *req = NULL;
   DIST_CHECK(dist__call_begin(&c, what, group));
   int P = c.g->size;
   int64_t *eq = NULL;
@@ -299,6 +309,9 @@ static dist_status all_to_all_v(const char *what, const char *group, const dist_
   if (!s && st != in->shape[dim])
     s = dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: send_sizes add up to %lld but 'in' has extent %lld along dim %d", what,
                     (long long)st, (long long)in->shape[dim], dim);
+  if (!s && ss[c.g->rank] != rs[c.g->rank])
+    s = dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: send_sizes[%d] = %lld but recv_sizes[%d] = %lld (what I send myself)",
+                    what, c.g->rank, (long long)ss[c.g->rank], c.g->rank, (long long)rs[c.g->rank]);
   if (!s) s = dist__check_shape_along(&c, out, "out", in, dim, rt);
   if (!s) {
     dist__sig_tensor(&c, in, eq ? -1 : dim);

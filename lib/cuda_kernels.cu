@@ -21,7 +21,8 @@ __global__ void f16_to_f32(const __half *s, float *d, size_t n) { GRID_LOOP(i, n
 __global__ void f32_to_bf16(const float *s, __nv_bfloat16 *d, size_t n) { GRID_LOOP(i, n) d[i] = __float2bfloat16_rn(s[i]); }
 __global__ void f32_to_f16(const float *s, __half *d, size_t n) { GRID_LOOP(i, n) d[i] = __float2half_rn(s[i]); }
 
-template <typename T> __global__ void divide(T *b, size_t n, int64_t d) { GRID_LOOP(i, n) b[i] = b[i] / (T)d; }
+// The divisor stays 64-bit: (T)d would truncate a group size of 256 to 0 for u8.
+template <typename T> __global__ void divide(T *b, size_t n, int64_t d) { GRID_LOOP(i, n) b[i] = (T)(b[i] / d); }
 
 // 8-bit atomic add through a compare-and-swap on the containing word.
 __device__ void atomic_add(uint8_t *p, uint8_t v) {
@@ -62,17 +63,29 @@ __global__ void index_select(W *dst, const W *src, int64_t outer, int64_t rows, 
 
 static int launched(void) { return cudaPeekAtLastError() != cudaSuccess; }
 
-extern "C" int dist__cuda_to_f32(const void *src, int bf16, float *dst, size_t n, cudaStream_t s) {
+__global__ void u8_to_i64(const uint8_t *s, int64_t *d, size_t n) { GRID_LOOP(i, n) d[i] = s[i]; }
+__global__ void i64_to_u8(const int64_t *s, uint8_t *d, size_t n) { GRID_LOOP(i, n) d[i] = (uint8_t)s[i]; }
+
+// t -> its wider type: bf16/f16 -> f32, u8 -> i64.
+extern "C" int dist__cuda_widen(const void *src, int dtype, void *dst, size_t n, cudaStream_t s) {
   if (!n) return 0;
-  if (bf16) bf16_to_f32<<<blocks_for(n), 256, 0, s>>>((const __nv_bfloat16 *)src, dst, n);
-  else f16_to_f32<<<blocks_for(n), 256, 0, s>>>((const __half *)src, dst, n);
+  switch (dtype) {
+    case BF16: bf16_to_f32<<<blocks_for(n), 256, 0, s>>>((const __nv_bfloat16 *)src, (float *)dst, n); break;
+    case F16: f16_to_f32<<<blocks_for(n), 256, 0, s>>>((const __half *)src, (float *)dst, n); break;
+    case U8: u8_to_i64<<<blocks_for(n), 256, 0, s>>>((const uint8_t *)src, (int64_t *)dst, n); break;
+    default: return 1;
+  }
   return launched();
 }
 
-extern "C" int dist__cuda_from_f32(const float *src, int bf16, void *dst, size_t n, cudaStream_t s) {
+extern "C" int dist__cuda_narrow(const void *src, int dtype, void *dst, size_t n, cudaStream_t s) {
   if (!n) return 0;
-  if (bf16) f32_to_bf16<<<blocks_for(n), 256, 0, s>>>(src, (__nv_bfloat16 *)dst, n);
-  else f32_to_f16<<<blocks_for(n), 256, 0, s>>>(src, (__half *)dst, n);
+  switch (dtype) {
+    case BF16: f32_to_bf16<<<blocks_for(n), 256, 0, s>>>((const float *)src, (__nv_bfloat16 *)dst, n); break;
+    case F16: f32_to_f16<<<blocks_for(n), 256, 0, s>>>((const float *)src, (__half *)dst, n); break;
+    case U8: i64_to_u8<<<blocks_for(n), 256, 0, s>>>((const int64_t *)src, (uint8_t *)dst, n); break;
+    default: return 1;
+  }
   return launched();
 }
 

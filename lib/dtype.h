@@ -9,9 +9,12 @@ typedef enum { DIST__FLOAT, DIST__COMPLEX, DIST__INT } dist__kind;
 dist__kind dist__dtype_kind(dist_dtype t);
 int dist__dtype_is16(dist_dtype t); /* bf16 or f16: reduced in f32 */
 int dist__dtype_valid(dist_dtype t);
+/* The type a reduction runs in: f32 for bf16/f16 (accumulate in f32, round
+ * once), i64 for a u8 average (the sum would wrap), else t itself. */
+dist_dtype dist__wire_type(dist_dtype t, int op);
 
-/* Host conversions between 16-bit floats and f32 (n elements). */
-void dist__host_to_f32(const void *src, dist_dtype t, float *dst, size_t n);
-void dist__host_from_f32(const float *src, dist_dtype t, void *dst, size_t n);
+/* Host conversions between t and its wider type (bf16/f16 <-> f32, u8 <-> i64). */
+void dist__host_widen(const void *src, dist_dtype t, void *dst, size_t n);
+void dist__host_narrow(const void *src, dist_dtype t, void *dst, size_t n);
 
 #endif

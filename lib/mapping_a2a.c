@@ -22,6 +22,9 @@ static dist_status indexed_checks(dist__call *c, const dist_tensor *src, const c
   int64_t nrecv = 0;
   if (!s) s = dist__check_sizes(c, sc, "send_counts", nsend);
   if (!s) s = dist__check_sizes(c, rc, "recv_counts", &nrecv);
+  if (!s && sc[c->g->rank] != rc[c->g->rank])
+    s = dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: send_counts[%d] = %lld but recv_counts[%d] = %lld (what I send myself)",
+                    c->what, c->g->rank, (long long)sc[c->g->rank], c->g->rank, (long long)rc[c->g->rank]);
   if (!s && *nsend && !idx) s = dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: indices is NULL", c->what);
   for (int64_t k = 0; !s && k < *nsend; k++)
     if (idx[k] < 0 || idx[k] >= src->shape[dim])
@@ -44,7 +47,7 @@ static dist_status indices_in(dist_memory mem, const int64_t *idx, int64_t n, co
   }
   DIST_CHECK(dist__mem_alloc(mem, (size_t)n * sizeof *idx, owned));
   *out = *owned;
-  return dist__mem_upload(mem, *owned, idx, (size_t)n * sizeof *idx);
+  return dist__mem_upload_copy(mem, *owned, idx, (size_t)n * sizeof *idx); /* caller may reuse idx at once */
 }
 
 dist_status dist_indexed_all_to_all_v(const char *group, const dist_tensor *in, int dim, const int64_t *indices,
@@ -65,6 +68,7 @@ dist_status dist_indexed_all_to_all_v(const char *group, const dist_tensor *in, 
   if (!s)
     s = dist__mem_index_select(in->memory, sel.data, in->data, dist_dtype_size(in->dtype), outer, in->shape[dim],
                                inner, didx, nsend);
+  s = dist__call_ready(&c, s);
   if (!s) s = dist__all_to_all_dims(&c, &sel, dim, send_counts, out, dim, recv_counts, NULL);
   dist__mem_free(in->memory, owned);
   dist__mem_free(in->memory, sel.data);
@@ -87,23 +91,23 @@ dist_status dist_indexed_all_to_all_v_backward(const char *group, const dist_ten
   int64_t outer, inner;
   dist__outer_inner(grad_in, dim, &outer, &inner);
   size_t n_back = (size_t)dist_tensor_numel(&back), n_in = (size_t)dist_tensor_numel(grad_in);
-  int is16 = dist__dtype_is16(grad_in->dtype);
+  int is16 = dist__dtype_is16(grad_in->dtype); /* accumulate in f32 */
   const int64_t *didx;
   void *owned = NULL, *acc = grad_in->data, *addend;
-  dist_status s = dist__post_alloc(&scratch, dist_tensor_nbytes(&back), &back.data);
+  dist_status s = dist__call_ready(&c, dist__post_alloc(&scratch, dist_tensor_nbytes(&back), &back.data));
   if (!s) s = dist__all_to_all_dims(&c, grad_out, dim, recv_counts, &back, dim, send_counts, NULL);
   addend = back.data;
   if (!s && is16) { /* accumulate duplicates in f32, round once */
     s = dist__post_alloc(&scratch, n_in * sizeof(float), &acc);
     if (!s) s = dist__post_alloc(&scratch, n_back * sizeof(float), &addend);
-    if (!s) s = dist__mem_to_f32(mem, back.data, back.dtype, addend, n_back);
+    if (!s) s = dist__mem_widen(mem, back.data, back.dtype, addend, n_back);
   }
   if (!s) s = dist__mem_zero(mem, acc, n_in * (is16 ? sizeof(float) : dist_dtype_size(grad_in->dtype)));
   if (!s) s = indices_in(mem, indices, nsend, &didx, &owned);
   if (!s)
     s = dist__mem_index_add(mem, acc, addend, is16 ? DIST_F32 : grad_in->dtype, outer, grad_in->shape[dim], inner,
                             didx, nsend);
-  if (!s && is16) s = dist__mem_from_f32(mem, acc, grad_in->dtype, grad_in->data, n_in);
+  if (!s && is16) s = dist__mem_narrow(mem, acc, grad_in->dtype, grad_in->data, n_in);
   dist__mem_free(mem, owned);
   dist__post_release(&scratch);
   return s;
@@ -153,7 +157,7 @@ static dist_status transpose(const char *what, const char *group, const dist_ten
     s = dist__check_shape_along(&c, y, yn, &want, -1, 0);
   }
   if (!s) {
-    dist__sig_tensor(&c, x, dim1);
+    dist__sig_tensor(&c, x, cat ? dim1 : -1); /* without cat_sizes all dim1 extents are equal */
     c.sig.aux = dim0;
     dist__sig_sizes(&c, sp);
     if (cat) dist__sig_sizes(&c, cat);

@@ -1,4 +1,5 @@
 /* Memory operations: host implementations and CUDA dispatch. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,8 +23,16 @@ dist_status dist__cuda_error(cudaError_t e, const char *call) {
 
 #define CUDA_CALL(call) \
   do { cudaError_t e_ = (call); if (e_ != cudaSuccess) return dist__cuda_error(e_, #call); } while (0)
-#define KERNEL(call) \
-  do { if (call) return dist__cuda_error(cudaGetLastError(), #call); } while (0)
+/* Launchers return non-zero on failure; earlier errors are cleared first. */
+#define KERNEL(call)                                                                  \
+  do {                                                                                \
+    (void)cudaGetLastError();                                                         \
+    if (call) {                                                                       \
+      cudaError_t e_ = cudaGetLastError();                                            \
+      if (e_ == cudaSuccess) return dist__error(DIST_ERR_INTERNAL, "%s: unsupported dtype", #call); \
+      return dist__cuda_error(e_, #call);                                             \
+    }                                                                                 \
+  } while (0)
 #else
 #define NO_CUDA() dist__error(DIST_ERR_UNSUPPORTED, "CUDA memory given to a distmgr built without CUDA")
 #endif
@@ -73,6 +82,16 @@ dist_status dist__mem_copy2d(dist_memory mem, void *dst, size_t dpitch, const vo
     return DIST_SUCCESS;
   }
 #ifdef HAVE_CUDA
+  if (height == 1 || (dpitch == width && spitch == width)) { /* one run: no pitch limit applies */
+    CUDA_CALL(cudaMemcpyAsync(dst, src, width * height, cudaMemcpyDeviceToDevice, stream));
+    return DIST_SUCCESS;
+  }
+  if (dpitch > INT_MAX || spitch > INT_MAX) { /* beyond cudaDevAttrMaxPitch: row by row */
+    for (size_t i = 0; i < height; i++)
+      CUDA_CALL(cudaMemcpyAsync((char *)dst + i * dpitch, (const char *)src + i * spitch, width,
+                                cudaMemcpyDeviceToDevice, stream));
+    return DIST_SUCCESS;
+  }
   CUDA_CALL(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, cudaMemcpyDeviceToDevice, stream));
   return DIST_SUCCESS;
 #else
@@ -80,26 +99,26 @@ dist_status dist__mem_copy2d(dist_memory mem, void *dst, size_t dpitch, const vo
 #endif
 }
 
-dist_status dist__mem_to_f32(dist_memory mem, const void *src, dist_dtype t, float *dst, size_t n) {
+dist_status dist__mem_widen(dist_memory mem, const void *src, dist_dtype t, void *dst, size_t n) {
   if (mem == DIST_MEM_HOST) {
-    dist__host_to_f32(src, t, dst, n);
+    dist__host_widen(src, t, dst, n);
     return DIST_SUCCESS;
   }
 #ifdef HAVE_CUDA
-  KERNEL(dist__cuda_to_f32(src, t == DIST_BF16, dst, n, stream));
+  KERNEL(dist__cuda_widen(src, (int)t, dst, n, stream));
   return DIST_SUCCESS;
 #else
   return NO_CUDA();
 #endif
 }
 
-dist_status dist__mem_from_f32(dist_memory mem, const float *src, dist_dtype t, void *dst, size_t n) {
+dist_status dist__mem_narrow(dist_memory mem, const void *src, dist_dtype t, void *dst, size_t n) {
   if (mem == DIST_MEM_HOST) {
-    dist__host_from_f32(src, t, dst, n);
+    dist__host_narrow(src, t, dst, n);
     return DIST_SUCCESS;
   }
 #ifdef HAVE_CUDA
-  KERNEL(dist__cuda_from_f32(src, t == DIST_BF16, dst, n, stream));
+  KERNEL(dist__cuda_narrow(src, (int)t, dst, n, stream));
   return DIST_SUCCESS;
 #else
   return NO_CUDA();
@@ -109,7 +128,7 @@ dist_status dist__mem_from_f32(dist_memory mem, const float *src, dist_dtype t, 
 #define DIVIDE(T, buf, n, d)                              \
   do {                                                    \
     T *b_ = (T *)(buf);                                   \
-    for (size_t i_ = 0; i_ < (n); i_++) b_[i_] /= (T)(d); \
+    for (size_t i_ = 0; i_ < (n); i_++) b_[i_] = (T)(b_[i_] / (d)); \
   } while (0)
 
 dist_status dist__mem_divide(dist_memory mem, void *buf, dist_dtype t, size_t n, int64_t d) {
@@ -209,6 +228,29 @@ dist_status dist__mem_download(dist_memory mem, void *dst, const void *src, size
   return copy(mem, dst, src, bytes, 0);
 }
 
+#ifdef HAVE_CUDA
+static void CUDART_CB free_host(void *p) { free(p); }
+#endif
+
+dist_status dist__mem_upload_copy(dist_memory mem, void *dst, const void *src, size_t bytes) {
+  if (mem == DIST_MEM_HOST || !bytes) return dist__mem_upload(mem, dst, src, bytes);
+#ifdef HAVE_CUDA
+  void *copy = malloc(bytes);
+  if (!copy) return dist__error(DIST_ERR_NO_MEMORY, "staging %zu bytes", bytes);
+  memcpy(copy, src, bytes);
+  cudaError_t e = cudaMemcpyAsync(dst, copy, bytes, cudaMemcpyHostToDevice, stream);
+  if (e == cudaSuccess) e = cudaLaunchHostFunc(stream, free_host, copy);
+  if (e != cudaSuccess) {
+    cudaStreamSynchronize(stream); /* error path: make sure nothing still reads `copy` */
+    free(copy);
+    return dist__cuda_error(e, "uploading indices");
+  }
+  return DIST_SUCCESS;
+#else
+  return NO_CUDA();
+#endif
+}
+
 dist_status dist__mem_sync(dist_memory mem) {
   if (mem == DIST_MEM_HOST) return DIST_SUCCESS;
 #ifdef HAVE_CUDA
@@ -254,6 +296,7 @@ dist_status dist__mem_event_test(void *event, int *done) {
 #ifdef HAVE_CUDA
   cudaError_t e = cudaEventQuery((cudaEvent_t)event);
   if (e == cudaErrorNotReady) {
+    (void)cudaGetLastError(); /* NotReady is not a failure: do not leave it for the next kernel launch */
     *done = 0;
     return DIST_SUCCESS;
   }

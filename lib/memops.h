@@ -16,9 +16,9 @@ dist_status dist__mem_zero(dist_memory mem, void *p, size_t bytes);
 /* height rows of width bytes, rows dpitch / spitch bytes apart. */
 dist_status dist__mem_copy2d(dist_memory mem, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
                              size_t height);
-/* 16-bit floats (bf16/f16) <-> f32, n elements. */
-dist_status dist__mem_to_f32(dist_memory mem, const void *src, dist_dtype t, float *dst, size_t n);
-dist_status dist__mem_from_f32(dist_memory mem, const float *src, dist_dtype t, void *dst, size_t n);
+/* t <-> its wider type dist__wire_type(t, DIST_AVG): bf16/f16 <-> f32, u8 <-> i64. */
+dist_status dist__mem_widen(dist_memory mem, const void *src, dist_dtype t, void *dst, size_t n);
+dist_status dist__mem_narrow(dist_memory mem, const void *src, dist_dtype t, void *dst, size_t n);
 /* buf[i] /= divisor for n elements of t (not 16-bit); integers truncate. */
 dist_status dist__mem_divide(dist_memory mem, void *buf, dist_dtype t, size_t n, int64_t divisor);
 /* For a tensor viewed as [outer, rows, inner] (t not 16-bit):
@@ -28,6 +28,9 @@ dist_status dist__mem_index_add(dist_memory mem, void *dst, const void *src, dis
 /* dst[o, k, :] = src[o, idx[k], :]; dst is [outer, nidx, inner]. */
 dist_status dist__mem_index_select(dist_memory mem, void *dst, const void *src, size_t esize, int64_t outer,
                                    int64_t rows, int64_t inner, const int64_t *idx, int64_t nidx);
+/* Upload from a host array the caller may free at once: it is copied to a
+ * buffer that is released in stream order after the upload. */
+dist_status dist__mem_upload_copy(dist_memory mem, void *dst, const void *host_src, size_t bytes);
 /* Copies between host memory and `mem` (plain copies for host memory). */
 dist_status dist__mem_upload(dist_memory mem, void *dst, const void *host_src, size_t bytes);
 dist_status dist__mem_download(dist_memory mem, void *host_dst, const void *src, size_t bytes);
@@ -44,8 +47,8 @@ dist_status dist__mem_sync(dist_memory mem);
 cudaStream_t dist__cuda_stream(void);
 dist_status dist__cuda_error(cudaError_t e, const char *call);
 /* Kernels (cuda_kernels.cu), launched on `s`. idx is a device array. */
-int dist__cuda_to_f32(const void *src, int bf16, float *dst, size_t n, cudaStream_t s);
-int dist__cuda_from_f32(const float *src, int bf16, void *dst, size_t n, cudaStream_t s);
+int dist__cuda_widen(const void *src, int dtype, void *dst, size_t n, cudaStream_t s);
+int dist__cuda_narrow(const void *src, int dtype, void *dst, size_t n, cudaStream_t s);
 int dist__cuda_divide(void *buf, int dtype, size_t n, int64_t divisor, cudaStream_t s);
 int dist__cuda_index_add(void *dst, const void *src, int dtype, int64_t outer, int64_t rows, int64_t inner,
                          const int64_t *idx, int64_t nidx, cudaStream_t s);

@@ -22,6 +22,12 @@ const char *dist_dtype_name(dist_dtype t) { return dist__dtype_valid(t) ? DTYPES
 dist__kind dist__dtype_kind(dist_dtype t) { return DTYPES[t].kind; }
 int dist__dtype_is16(dist_dtype t) { return t == DIST_BF16 || t == DIST_F16; }
 
+dist_dtype dist__wire_type(dist_dtype t, int op) {
+  if (dist__dtype_is16(t)) return DIST_F32;
+  if (t == DIST_U8 && op == DIST_AVG) return DIST_I64;
+  return t;
+}
+
 static dist_tensor make(void *data, dist_dtype dtype, dist_memory mem, int device, int ndim, const int64_t *shape) {
   dist_tensor t;
   memset(&t, 0, sizeof t);
@@ -103,17 +109,23 @@ uint16_t dist_f32_to_f16(float f) {
   return (uint16_t)(sign | h);
 }
 
-void dist__host_to_f32(const void *src, dist_dtype t, float *dst, size_t n) {
+void dist__host_widen(const void *src, dist_dtype t, void *out, size_t n) {
   const uint16_t *s = src;
-  if (t == DIST_BF16)
+  float *dst = out;
+  if (t == DIST_U8)
+    for (size_t i = 0; i < n; i++) ((int64_t *)out)[i] = ((const uint8_t *)src)[i];
+  else if (t == DIST_BF16)
     for (size_t i = 0; i < n; i++) dst[i] = dist_bf16_to_f32(s[i]);
   else
     for (size_t i = 0; i < n; i++) dst[i] = dist_f16_to_f32(s[i]);
 }
 
-void dist__host_from_f32(const float *src, dist_dtype t, void *dst, size_t n) {
+void dist__host_narrow(const void *in, dist_dtype t, void *dst, size_t n) {
   uint16_t *d = dst;
-  if (t == DIST_BF16)
+  const float *src = in;
+  if (t == DIST_U8) /* an average of u8 values fits */
+    for (size_t i = 0; i < n; i++) ((uint8_t *)dst)[i] = (uint8_t)((const int64_t *)in)[i];
+  else if (t == DIST_BF16)
     for (size_t i = 0; i < n; i++) d[i] = dist_f32_to_bf16(src[i]);
   else
     for (size_t i = 0; i < n; i++) d[i] = dist_f32_to_f16(src[i]);

@@ -361,6 +361,23 @@ static void check_reduce(const grp *g, dist_dtype dt, dist_reduce_op op, int roo
   free(mine.mem);
 }
 
+/* A u8 average must not wrap: 200 + 250 + ... over the group, then divided.
+ * Also over 16-bit: the mean of values near bf16's precision limit. */
+static void test_average_no_wrap(void) {
+  uint8_t v[3];
+  int64_t n = 3;
+  long sum[3] = {0, 0, 0};
+  for (int r = 0; r < W; r++)
+    for (int i = 0; i < 3; i++) sum[i] += 200 + (r * 7 + i * 13) % 56;
+  for (int i = 0; i < 3; i++) v[i] = (uint8_t)(200 + (R * 7 + i * 13) % 56);
+  dist_tensor t = dist_tensor_host(v, DIST_U8, 1, &n);
+  ASSERT_OK(dist_all_reduce(NULL, &t, DIST_AVG));
+  for (int i = 0; i < 3; i++) CU_ASSERT_EQUAL(v[i], sum[i] / W);
+  for (int i = 0; i < 3; i++) v[i] = (uint8_t)(200 + (R * 7 + i * 13) % 56);
+  ASSERT_OK(dist_all_reduce_fused(NULL, &t, 1, DIST_AVG));
+  for (int i = 0; i < 3; i++) CU_ASSERT_EQUAL(v[i], sum[i] / W);
+}
+
 static void test_reduce(void) {
   const dist_dtype dts[] = {DIST_F32, DIST_BF16, DIST_F64, DIST_I32, DIST_C64, DIST_U8, DIST_F16, DIST_I64};
   const dist_reduce_op ops[] = {DIST_SUM, DIST_MAX, DIST_PROD, DIST_AVG, DIST_SUM, DIST_MIN, DIST_AVG, DIST_SUM};
@@ -983,6 +1000,7 @@ static void test_conversions(void) {
 
 static CU_TestInfo reduction_tests[] = {
     {"all_reduce: dtypes x ops", test_all_reduce},
+    {"all_reduce: u8 average does not wrap", test_average_no_wrap},
     {"reduce: roots, non-roots unchanged", test_reduce},
     {"all_reduce_fused and shared grads", test_fused},
     {"reduce_loss", test_reduce_loss},
