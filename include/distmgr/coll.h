@@ -18,7 +18,9 @@
  *
  * 16-bit floats (bf16, f16) are reduced in f32 and rounded back once.
  * Complex numbers support sum, avg and prod; u8/i32/i64 support all ops
- * (avg divides with truncation toward zero). */
+ * (avg divides with truncation toward zero; a u8 average is summed in i64).
+ * With DIST_VERIFY=1 all-to-alls also check that every rank's send counts
+ * match the receive counts of its peers. */
 #ifndef DISTMGR_COLL_H
 #define DISTMGR_COLL_H
 
