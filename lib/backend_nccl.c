@@ -76,7 +76,6 @@ static int can_reduce(dist_dtype t, dist_reduce_op op) {
 
 /* Calls are complete in stream order once enqueued: the collective layer
  * tracks non-blocking CUDA requests with an event, so `pending` is unused. */
-static dist_status mark(dist__pending *p) { return DIST_SUCCESS; }
 
 static dist_status all_reduce(dist__group *g, const void *send, void *recv, size_t count, dist_dtype t,
                               dist_reduce_op op, dist__pending *p) {
@@ -86,7 +85,7 @@ static dist_status all_reduce(dist__group *g, const void *send, void *recv, size
   DIST_CHECK(comm_of(g, &comm));
   nccl_type(t, &nt, &m);
   NCCL_CALL(ncclAllReduce(send, recv, count * m, nt, nccl_op(op), comm, dist__cuda_stream()));
-  return mark(p);
+  return DIST_SUCCESS;
 }
 
 static dist_status broadcast(dist__group *g, void *buf, size_t count, dist_dtype t, int root) {
@@ -141,7 +140,7 @@ static dist_status all_gather_v(dist__group *g, const void *send, void *recv, co
   for (int r = 0; r < P; r++) s[r] = counts[g->rank], s[P + r] = 0; /* my chunk to everyone */
   dist_status st = exchange(g, send, s, s + P, recv, counts, displs, dist_dtype_size(t));
   free(s);
-  return st ? st : mark(p);
+  return st;
 }
 
 static dist_status reduce_scatter_v(dist__group *g, const void *send, void *recv, const size_t *counts,
@@ -187,7 +186,7 @@ static dist_status scatter_v(dist__group *g, const void *send, void *recv, const
 static dist_status all_to_all_v(dist__group *g, const void *send, const size_t *sc, const size_t *sd, void *recv,
                                 const size_t *rc, const size_t *rd, dist_dtype t, dist__pending *p) {
   DIST_CHECK(exchange(g, send, sc, sd, recv, rc, rd, dist_dtype_size(t)));
-  return mark(p);
+  return DIST_SUCCESS;
 }
 
 static dist_status barrier(dist__group *g) {

@@ -1,12 +1,35 @@
-/* Values shared by the collective tests: dtype names and sizes, loading and
- * storing any dtype as a complex double, and seeded data that every rank can
- * regenerate for every other rank (the serial references need that). */
+/* Helpers shared by the collective tests: the groups they run over, dtype
+ * names and sizes, loading and storing any dtype as a complex double, and
+ * seeded data that every rank can regenerate for every other rank (the
+ * serial references need that). */
 #ifndef DISTMGR_TESTS_COLL_VALUES_H
 #define DISTMGR_TESTS_COLL_VALUES_H
 
 #include <distmgr.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+
+typedef struct {
+  const char *name; /* NULL = world */
+  int size, rank;
+  int world[64]; /* world ranks of my copy, by group rank */
+} grp;
+
+static const char *gname(const grp *g) { return g->name ? g->name : "world(NULL)"; }
+
+/* My copy of group `name`: size, rank and world ranks; 1 (and a message) on failure. */
+static int group_info(const char *name, grp *g) {
+  int count = 0;
+  g->name = name;
+  if (dist_group_size(name, &g->size) || dist_group_rank(name, &g->rank) ||
+      dist_group_members(name, g->world, 64, &count) || count != g->size) {
+    fprintf(stderr, "group %s: %s\n", name ? name : "world", dist_last_error());
+    return 1;
+  }
+  return 0;
+}
+
 
 
 typedef struct {

@@ -15,25 +15,13 @@
 #include <time.h>
 
 #include "cunit_main.h"
+#include "coll_values.h" /* groups, dtypes, seeded values */
 
 static int W, R;    /* world size and rank from MPI itself */
 static uint64_t seq; /* seed of the next check: the same sequence on every rank */
 
-/* A group as the tests see it: the name passed to the calls and whose data
- * each group rank holds (world ranks of my copy, by group rank). */
-typedef struct {
-  const char *name; /* NULL = world */
-  int size, rank;
-  int world[64];
-} grp;
 static grp groups[2]; /* the world (named NULL) and "pair" (size 2, or 1 at odd W) */
 #define NGROUPS 2
-
-static const char *gname(const grp *g) { return g->name ? g->name : "world(NULL)"; }
-
-/* ---- values: tests/coll_values.h --------------------------------------------- */
-#include "coll_values.h"
-
 
 /* Component k of owner's data. Ranges keep every reduction of <= 4 ranks
  * inside the dtype: products get small factors, u8 sums stay below 256, and
@@ -978,16 +966,6 @@ static CU_SuiteInfo suites[] = {{"helpers", NULL, NULL, NULL, NULL, helper_tests
                                 {"errors", NULL, NULL, NULL, NULL, error_tests},
                                 CU_SUITE_INFO_NULL};
 
-static int group_info(const char *name, grp *g) {
-  int count = 0;
-  g->name = name;
-  if (dist_group_size(name, &g->size) || dist_group_rank(name, &g->rank) ||
-      dist_group_members(name, g->world, 64, &count) || count != g->size) {
-    fprintf(stderr, "[rank %d/%d] group %s: %s\n", R, W, name ? name : "world", dist_last_error());
-    return 1;
-  }
-  return 0;
-}
 
 int main(void) {
   dist_status s = dist_manager_initialize();
