@@ -14,5 +14,6 @@
 #include "distmgr/tensor.h"
 #include "distmgr/coll.h"
 #include "distmgr/mapping.h"
+#include "distmgr/fft.h"
 
 #endif

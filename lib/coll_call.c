@@ -231,7 +231,12 @@ dist_status dist__call_ready(dist__call *c, dist_status s) {
 }
 
 dist_status dist__call_verify(dist__call *c, dist_status local) {
-  if (!dist__state.settings.verify || c->g->size == 1) return local;
+  if (!dist__state.settings.verify) return local;
+  return dist__call_verify_always(c, local);
+}
+
+dist_status dist__call_verify_always(dist__call *c, dist_status local) {
+  if (c->g->size == 1) return local;
   uint64_t h = local ? 0 : dist__hash(DIST__HASH_SEED, &c->sig, sizeof c->sig);
   int64_t in[4], out[4];
   MPI_Op op = MPI_OP_NULL;

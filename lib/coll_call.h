@@ -31,6 +31,8 @@ dist_status dist__call_begin(dist__call *c, const char *what, const char *group)
  * the signature; returns the same status on every rank, naming the rank that
  * failed or disagreed. Skipped (returns `local`) with DIST_VERIFY=0. */
 dist_status dist__call_verify(dist__call *c, dist_status local);
+/* The same round whatever DIST_VERIFY says: for one-time setup (FFT plans). */
+dist_status dist__call_verify_always(dist__call *c, dist_status local);
 
 /* Argument checks (local), each writing a message that names `what`. */
 dist_status dist__check_tensor(const dist__call *c, const dist_tensor *t, const char *name);

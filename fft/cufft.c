@@ -1,0 +1,114 @@
+/* The CUDA engine: cuFFT for the local transforms (plans made once, on the
+ * stream of dist_cuda_set_stream at each call), the box kernel for the
+ * exchange, cudaMalloc'd scratch. cuFFT plans have no alignment rules and no
+ * planner choice, so `measure` does not apply. */
+#include <cufft.h>
+#include <stdlib.h>
+
+#include "fft_internal.h"
+#include "memops.h"
+
+typedef struct cufft_state {
+  cufftHandle rows_fwd, rows_inv, cols;
+  int have_rows, have_cols;
+} cufft_state;
+
+static dist_status cufft_error(cufftResult r, const char *call) {
+  return dist__error(DIST_ERR_CUDA, "dist_fft: %s failed (cufftResult %d)", call, (int)r);
+}
+
+static int is_d(const dist_fft_plan *p) { return p->prec == DIST_F64; }
+
+static dist_status make(cufftHandle *h, int rank, long long *n, long long *inembed, long long istride, long long idist,
+                        long long *onembed, long long ostride, long long odist, cufftType type, long long batch) {
+  size_t work = 0;
+  cufftResult r = cufftCreate(h);
+  if (r != CUFFT_SUCCESS) return cufft_error(r, "cufftCreate");
+  r = cufftMakePlanMany64(*h, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch, &work);
+  if (r != CUFFT_SUCCESS) {
+    cufftDestroy(*h);
+    return cufft_error(r, "cufftMakePlanMany64");
+  }
+  return DIST_SUCCESS;
+}
+
+static dist_status create(dist_fft_plan *p) {
+  cufft_state *st = calloc(1, sizeof *st);
+  if (!st) return dist__error(DIST_ERR_NO_MEMORY, "dist_fft_plan_create: cuFFT state");
+  p->eng_state = st;
+  int r2c = p->type == DIST_FFT_R2C, d = is_d(p);
+  long long rows = p->L * p->in_sizes[p->me], M = p->L * p->out_sizes[p->me] * p->R;
+  if (rows) {
+    int rank = p->rank - 1;
+    long long n[2] = {p->n1, p->n2}, real[2] = {p->n1, p->n2}, cplx[2] = {p->k1, p->R};
+    if (rank == 1) cplx[0] = p->k1;
+    long long row_in = p->n1 * p->n2, row_a = p->k1 * p->R;
+    cufftType fwd = r2c ? (d ? CUFFT_D2Z : CUFFT_R2C) : (d ? CUFFT_Z2Z : CUFFT_C2C);
+    cufftType inv = r2c ? (d ? CUFFT_Z2D : CUFFT_C2R) : fwd;
+    DIST_CHECK(make(&st->rows_fwd, rank, n, real, 1, row_in, cplx, 1, row_a, fwd, rows));
+    dist_status s = make(&st->rows_inv, rank, n, cplx, 1, row_a, real, 1, row_in, inv, rows);
+    if (s) {
+      cufftDestroy(st->rows_fwd);
+      return s;
+    }
+    st->have_rows = 1;
+  }
+  if (M) {
+    long long n0 = p->n0;
+    DIST_CHECK(make(&st->cols, 1, &n0, &n0, M, 1, &n0, M, 1, d ? CUFFT_Z2Z : CUFFT_C2C, M));
+    st->have_cols = 1;
+  }
+  return DIST_SUCCESS;
+}
+
+static void destroy(dist_fft_plan *p) {
+  cufft_state *st = p->eng_state;
+  if (!st) return;
+  if (st->have_rows) cufftDestroy(st->rows_fwd), cufftDestroy(st->rows_inv);
+  if (st->have_cols) cufftDestroy(st->cols);
+  free(st);
+  p->eng_state = NULL;
+}
+
+static dist_status prepare(dist_fft_plan *p, int inverse, const void *in, void *out) { return DIST_SUCCESS; }
+
+static dist_status rows(dist_fft_plan *p, int inverse, const void *in, void *out) {
+  cufft_state *st = p->eng_state;
+  if (!st->have_rows) return DIST_SUCCESS;
+  cufftHandle h = inverse ? st->rows_inv : st->rows_fwd;
+  cufftResult r = cufftSetStream(h, dist__cuda_stream());
+  if (r != CUFFT_SUCCESS) return cufft_error(r, "cufftSetStream");
+  void *i = (void *)in;
+  if (p->type == DIST_FFT_C2C)
+    r = is_d(p) ? cufftExecZ2Z(h, i, out, inverse ? CUFFT_INVERSE : CUFFT_FORWARD)
+                : cufftExecC2C(h, i, out, inverse ? CUFFT_INVERSE : CUFFT_FORWARD);
+  else if (!inverse) r = is_d(p) ? cufftExecD2Z(h, i, out) : cufftExecR2C(h, i, out);
+  else r = is_d(p) ? cufftExecZ2D(h, i, out) : cufftExecC2R(h, i, out);
+  return r == CUFFT_SUCCESS ? DIST_SUCCESS : cufft_error(r, inverse ? "inverse row transform" : "row transform");
+}
+
+static dist_status cols(dist_fft_plan *p, int inverse, const void *in, void *out) {
+  cufft_state *st = p->eng_state;
+  if (!st->have_cols) return DIST_SUCCESS;
+  cufftResult r = cufftSetStream(st->cols, dist__cuda_stream());
+  if (r != CUFFT_SUCCESS) return cufft_error(r, "cufftSetStream");
+  int dir = inverse ? CUFFT_INVERSE : CUFFT_FORWARD;
+  r = is_d(p) ? cufftExecZ2Z(st->cols, (void *)in, out, dir) : cufftExecC2C(st->cols, (void *)in, out, dir);
+  return r == CUFFT_SUCCESS ? DIST_SUCCESS : cufft_error(r, "n0 transform");
+}
+
+static dist_status copy(dist_fft_plan *p, const dist__fft_box *b) {
+  int e = dist__fft_copy_cuda(b, is_d(p), (void *)dist__cuda_stream());
+  return e ? dist__cuda_error((cudaError_t)e, "the FFT exchange copy kernel") : DIST_SUCCESS;
+}
+
+static dist_status alloc(dist_fft_plan *p, size_t bytes, void **ptr) {
+  cudaError_t e = cudaMalloc(ptr, bytes ? bytes : 1);
+  return e ? dist__cuda_error(e, "cudaMalloc (FFT scratch)") : DIST_SUCCESS;
+}
+
+static void release(dist_fft_plan *p, void *ptr) {
+  if (ptr) cudaFree(ptr);
+}
+
+const dist__fft_engine dist__fft_cufft = {"cufft", create, destroy, prepare, rows, cols, copy, alloc, release};

@@ -1,0 +1,36 @@
+// The exchange's pack/unpack on CUDA memory: one kernel per box, fusing the
+// normalisation and the r2c column weights into the copy.
+#include <cuda_runtime.h>
+
+#include "fft_box.h"
+
+template <typename T>
+__global__ void box_kernel(dist__fft_box b) {
+  int64_t rows = b.na * b.nb;
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    int64_t i = r / b.nb, j = r % b.nb;
+    const T *s = (const T *)b.src + 2 * (i * b.ssa + j * b.ssb);
+    T *d = (T *)b.dst + 2 * (i * b.dsa + j * b.dsb);
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < b.row; e += (int64_t)gridDim.x * blockDim.x) {
+      T w = (T)b.scale, re = s[2 * e], im = s[2 * e + 1];
+      int64_t k = (b.col0 + e) % b.klast;
+      if (k > 0 && 2 * k < b.nlast) w *= (T)b.wmul;
+      if (b.zero_im && (k == 0 || 2 * k == b.nlast)) im = 0;
+      d[2 * e] = w * re;
+      d[2 * e + 1] = w * im;
+    }
+  }
+}
+
+extern "C" int dist__fft_copy_cuda(const dist__fft_box *b, int is_double, void *stream) {
+  int64_t rows = b->na * b->nb;
+  if (!rows || !b->row) return cudaSuccess;
+  dim3 block(256);
+  dim3 grid((unsigned)((b->row + 255) / 256 < 64 ? (b->row + 255) / 256 : 64), (unsigned)(rows < 65535 ? rows : 65535));
+  dist__fft_box k = *b;
+  if (k.klast <= 0) k.klast = 1, k.nlast = 0, k.wmul = 1.0, k.zero_im = 0;
+  cudaStream_t s = (cudaStream_t)stream;
+  if (is_double) box_kernel<double><<<grid, block, 0, s>>>(k);
+  else box_kernel<float><<<grid, block, 0, s>>>(k);
+  return (int)cudaGetLastError();
+}

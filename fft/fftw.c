@@ -1,0 +1,106 @@
+/* The host engine: FFTW for the local transforms (both precisions from one
+ * template, fftw_impl.h), host row copies for the exchange, FFTW's allocator
+ * for scratch (SIMD alignment). With FFTW_MEASURE rank 0 plans first and its
+ * wisdom is broadcast, so the other ranks reuse its measurements. */
+#include <fftw3.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fft_internal.h"
+
+enum { ROWS_FWD, ROWS_INV, COLS_FWD, COLS_INV_IP, COLS_INV_OOP, ROLES };
+static const char *const role_name[ROLES] = {"row forward", "row inverse", "n0 forward", "n0 inverse",
+                                             "n0 inverse (out of place)"};
+#define CACHE 4
+typedef struct fftw_entry {
+  int ain, aout;
+  void *plan;
+} fftw_entry;
+typedef struct fftw_state {
+  fftw_entry cache[ROLES][CACHE];
+  int n[ROLES];
+} fftw_state;
+
+#define X(name) fftw_##name
+#define REAL double
+#define TAG _d
+#include "fftw_impl.h"
+#undef X
+#undef REAL
+#undef TAG
+#define X(name) fftwf_##name
+#define REAL float
+#define TAG _f
+#include "fftw_impl.h"
+#undef X
+#undef REAL
+#undef TAG
+
+static int is_d(const dist_fft_plan *p) { return p->prec == DIST_F64; }
+
+/* Rank 0's wisdom to every rank of the group (length -1: rank 0 failed). */
+static dist_status share_wisdom(dist_fft_plan *p, MPI_Comm comm, dist_status mine) {
+  char *w = NULL;
+  long long len = -1;
+  if (p->me == 0 && !mine) {
+    w = is_d(p) ? export__d() : export__f();
+    len = w ? (long long)strlen(w) : -1;
+  }
+  int rc = MPI_Bcast(&len, 1, MPI_LONG_LONG, 0, comm);
+  if (rc == MPI_SUCCESS && len >= 0 && p->me != 0 && !(w = malloc((size_t)len + 1))) len = -2;
+  if (rc == MPI_SUCCESS && len >= 0) rc = MPI_Bcast(w ? w : (char[1]){0}, (int)len + 1, MPI_CHAR, 0, comm);
+  if (rc == MPI_SUCCESS && len >= 0 && p->me != 0) (void)(is_d(p) ? import__d(w) : import__f(w));
+  if (p->me == 0) fftw_free(w);
+  else free(w);
+  if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Bcast (FFTW wisdom)");
+  return DIST_SUCCESS; /* no wisdom is not an error: the ranks measure for themselves */
+}
+
+static dist_status create(dist_fft_plan *p) {
+  if (!p->measure || p->P == 1) return is_d(p) ? create__d(p) : create__f(p);
+  dist__group *g;
+  DIST_CHECK(dist__group_find(p->group, &g));
+  dist_status s = DIST_SUCCESS;
+  if (p->me == 0) s = is_d(p) ? create__d(p) : create__f(p);
+  dist_status w = share_wisdom(p, g->comm, s);
+  if (p->me != 0 && !w) s = is_d(p) ? create__d(p) : create__f(p);
+  return s ? s : w;
+}
+
+static void destroy(dist_fft_plan *p) { is_d(p) ? destroy__d(p) : destroy__f(p); }
+
+static dist_status rows(dist_fft_plan *p, int inverse, const void *in, void *out) {
+  int r = inverse ? ROWS_INV : ROWS_FWD;
+  return is_d(p) ? run__d(p, r, in, out) : run__f(p, r, in, out);
+}
+
+static dist_status cols(dist_fft_plan *p, int inverse, const void *in, void *out) {
+  int r = !inverse ? COLS_FWD : in == out ? COLS_INV_IP : COLS_INV_OOP;
+  if (!inverse && in != out) return dist__error(DIST_ERR_INTERNAL, "dist_fft: forward n0 transform out of place");
+  return is_d(p) ? run__d(p, r, in, out) : run__f(p, r, in, out);
+}
+
+/* Make (before the exchange starts) the plans a pipeline will run on these arrays. */
+static dist_status prepare(dist_fft_plan *p, int inverse, const void *in, void *out) {
+  dist_status (*get)(dist_fft_plan *, int, const void *, void *) = is_d(p) ? prepare__d : prepare__f;
+  if (!inverse) {
+    DIST_CHECK(get(p, ROWS_FWD, in, p->A));
+    return p->layout == DIST_FFT_OUT_SAME ? DIST_SUCCESS : get(p, COLS_FWD, out, out);
+  }
+  if (p->layout == DIST_FFT_OUT_TRANSPOSED) DIST_CHECK(get(p, COLS_INV_OOP, in, p->T));
+  return get(p, ROWS_INV, p->A, out);
+}
+
+static dist_status copy(dist_fft_plan *p, const dist__fft_box *b) {
+  dist__fft_copy_host(b, is_d(p));
+  return DIST_SUCCESS;
+}
+
+static dist_status alloc(dist_fft_plan *p, size_t bytes, void **ptr) {
+  *ptr = fftw_malloc(bytes ? bytes : 1);
+  return *ptr ? DIST_SUCCESS : dist__error(DIST_ERR_NO_MEMORY, "dist_fft_plan_create: %zu bytes of scratch", bytes);
+}
+
+static void release(dist_fft_plan *p, void *ptr) { fftw_free(ptr); }
+
+const dist__fft_engine dist__fft_fftw = {"fftw", create, destroy, prepare, rows, cols, copy, alloc, release};

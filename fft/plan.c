@@ -1,0 +1,230 @@
+/* Plan creation, destruction and the local-size queries. Creation checks the
+ * arguments on every rank, agrees on them in one round (always, whatever
+ * DIST_VERIFY says: a plan is made once and a disagreement would corrupt
+ * every later exchange), then allocates scratch and makes the local plans and
+ * agrees again, so a failure on one rank is an error on all. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fft_internal.h"
+#include "memops.h"
+
+#define WHAT "dist_fft_plan_create"
+
+size_t dist__fft_csize(const dist_fft_plan *p) { return p->prec == DIST_F64 ? 16 : 8; }
+
+/* Sizes per rank along a split dim: given (each >= 0, adding up to n) or
+ * from the split rule (n >= ranks). */
+static dist_status split(const dist_fft_plan *p, const int64_t *given, int64_t n, const char *name,
+                         const char *dim, int64_t *sizes, int64_t *offs) {
+  if (given) {
+    int64_t sum = 0;
+    for (int r = 0; r < p->P; r++) {
+      if (given[r] < 0)
+        return dist__error(DIST_ERR_INVALID_ARGUMENT, WHAT ": %s[%d] = %lld is negative", name, r, (long long)given[r]);
+      sizes[r] = given[r];
+      sum += given[r];
+    }
+    if (sum != n)
+      return dist__error(DIST_ERR_INVALID_ARGUMENT, WHAT ": %s add up to %lld but %s = %lld", name, (long long)sum, dim,
+                         (long long)n);
+  } else {
+    if (n < p->P)
+      return dist__error(DIST_ERR_INVALID_ARGUMENT,
+                         WHAT ": %s = %lld is smaller than the %d ranks of group '%s'; pass %s explicitly (zeros "
+                         "allowed) to leave ranks empty",
+                         dim, (long long)n, p->P, p->group, name);
+    DIST_CHECK(dist_compute_split_shapes(n, p->P, sizes));
+  }
+  for (int r = 0; r < p->P; r++) offs[r] = r ? offs[r - 1] + sizes[r - 1] : 0;
+  return DIST_SUCCESS;
+}
+
+static dist_status check_args(dist_fft_plan *p, dist_fft_plan **out, dist_fft_type type, dist_dtype prec,
+                              dist_memory mem, int ndim, const int64_t *shape, int rank, const dist_fft_options *o) {
+  if (!out) return dist__error(DIST_ERR_INVALID_ARGUMENT, WHAT ": the plan pointer is NULL");
+  if (type != DIST_FFT_R2C && type != DIST_FFT_C2C)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, WHAT ": type %d is neither DIST_FFT_R2C nor DIST_FFT_C2C", (int)type);
+  if (prec != DIST_F32 && prec != DIST_F64)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT,
+                       WHAT ": precision must be DIST_F32 or DIST_F64 (the real type), not %s", dist_dtype_name(prec));
+  if (mem != DIST_MEM_HOST && mem != DIST_MEM_CUDA)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, WHAT ": unknown memory space %d", (int)mem);
+  if (rank != 2 && rank != 3)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, WHAT ": fft_rank = %d; 2-D and 3-D transforms are supported", rank);
+  if (!shape) return dist__error(DIST_ERR_INVALID_ARGUMENT, WHAT ": shape is NULL");
+  if (ndim < rank || ndim > DIST_TENSOR_MAX_DIMS)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, WHAT ": ndim = %d; the shape needs %d to %d dims for fft_rank %d",
+                       ndim, rank, DIST_TENSOR_MAX_DIMS, rank);
+  for (int d = 0; d < ndim; d++)
+    if (shape[d] < 1)
+      return dist__error(DIST_ERR_INVALID_ARGUMENT, WHAT ": shape[%d] = %lld; every extent must be at least 1", d,
+                         (long long)shape[d]);
+  if ((unsigned)o->norm > DIST_FFT_NORM_FORWARD)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, WHAT ": unknown norm %d", (int)o->norm);
+  if ((unsigned)o->layout > DIST_FFT_OUT_SAME)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, WHAT ": unknown layout %d", (int)o->layout);
+  if (mem == DIST_MEM_CUDA) {
+#ifndef HAVE_CUFFT
+    return dist__error(DIST_ERR_UNSUPPORTED, WHAT ": CUDA memory needs cuFFT, which this build of distmgr lacks");
+#else
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0)
+      return dist__error(DIST_ERR_UNSUPPORTED, WHAT ": CUDA memory was asked for but no CUDA device is present");
+    if (o->device < 0 || o->device >= n)
+      return dist__error(DIST_ERR_INVALID_ARGUMENT, WHAT ": device %d does not exist (%d devices)", o->device, n);
+#endif
+  }
+  p->type = type, p->prec = prec, p->mem = mem, p->ndim = ndim, p->rank = rank;
+  p->cplx = prec == DIST_F64 ? DIST_C128 : DIST_C64;
+  p->norm = o->norm, p->layout = o->layout, p->measure = o->measure != 0, p->device = o->device;
+  memcpy(p->shape, shape, sizeof *shape * (size_t)ndim);
+  p->L = 1;
+  for (int d = 0; d < ndim - rank; d++) p->L *= shape[d];
+  p->n0 = shape[ndim - rank], p->n1 = shape[ndim - rank + 1], p->n2 = rank == 3 ? shape[ndim - 1] : 1;
+  int r2c = type == DIST_FFT_R2C;
+  p->k1 = rank == 2 && r2c ? p->n1 / 2 + 1 : p->n1;
+  p->R = rank == 3 ? (r2c ? p->n2 / 2 + 1 : p->n2) : 1;
+  if (!(p->in_sizes = malloc(sizeof(int64_t) * 4 * (size_t)p->P)) ||
+      !(p->send_counts = malloc(sizeof(size_t) * 4 * (size_t)p->P)))
+    return dist__error(DIST_ERR_NO_MEMORY, WHAT ": sizes");
+  p->in_offs = p->in_sizes + p->P, p->out_sizes = p->in_offs + p->P, p->out_offs = p->out_sizes + p->P;
+  p->send_displs = p->send_counts + p->P, p->recv_counts = p->send_displs + p->P;
+  p->recv_displs = p->recv_counts + p->P;
+  DIST_CHECK(split(p, o->in_sizes, p->n0, "in_sizes", "n0", p->in_sizes, p->in_offs));
+  return split(p, o->out_sizes, p->k1, "out_sizes", rank == 2 && r2c ? "n1/2+1" : "n1", p->out_sizes, p->out_offs);
+}
+
+/* Counts, scales, scratch and the engine's plans; each step agreed on, as
+ * the engine's planning may communicate (FFTW wisdom). */
+static dist_status build(dist_fft_plan *p, MPI_Comm comm) {
+  int me = p->me;
+  int64_t n0me = p->in_sizes[me], k1me = p->out_sizes[me];
+  for (int r = 0; r < p->P; r++) {
+    p->send_counts[r] = r == me ? 0 : (size_t)(n0me * p->L * p->out_sizes[r] * p->R);
+    p->send_displs[r] = (size_t)(n0me * p->L * p->out_offs[r] * p->R);
+    p->recv_counts[r] = r == me ? 0 : (size_t)(p->in_sizes[r] * p->L * k1me * p->R);
+    p->recv_displs[r] = (size_t)(p->in_offs[r] * p->L * k1me * p->R);
+  }
+  double N = (double)p->n0 * (double)p->n1 * (double)p->n2;
+  p->scale_fwd = p->norm == DIST_FFT_NORM_BACKWARD ? 1.0 : p->norm == DIST_FFT_NORM_ORTHO ? 1.0 / sqrt(N) : 1.0 / N;
+  p->scale_inv = p->norm == DIST_FFT_NORM_FORWARD ? 1.0 : p->norm == DIST_FFT_NORM_ORTHO ? 1.0 / sqrt(N) : 1.0 / N;
+  p->a_elems = (size_t)(p->L * n0me * p->k1 * p->R);
+  p->t_elems = (size_t)(p->n0 * p->L * k1me * p->R);
+  size_t cs = dist__fft_csize(p);
+  p->workspace = cs * (2 * p->a_elems + p->t_elems);
+#ifdef HAVE_CUFFT
+  p->eng = p->mem == DIST_MEM_CUDA ? &dist__fft_cufft : &dist__fft_fftw;
+#else
+  p->eng = &dist__fft_fftw;
+#endif
+  dist_status s = p->eng->alloc(p, cs * p->a_elems, &p->A);
+  if (!s) s = p->eng->alloc(p, cs * p->a_elems, &p->W);
+  if (!s) s = p->eng->alloc(p, cs * p->t_elems, &p->T);
+  if (p->P > 1) s = dist__agree(comm, s, WHAT);
+  if (!s) s = p->eng->create(p);
+  if (p->P > 1) s = dist__agree(comm, s, WHAT);
+  return s;
+}
+
+dist_status dist_fft_plan_create(dist_fft_plan **plan, dist_fft_type type, dist_dtype precision, dist_memory memory,
+                                 int ndim, const int64_t *shape, int fft_rank, const dist_fft_options *opt) {
+  dist_fft_options defaults = DIST_FFT_OPTIONS_INIT;
+  const dist_fft_options *o = opt ? opt : &defaults;
+  dist__call c;
+  DIST_CHECK(dist__call_begin(&c, WHAT, o->group));
+  dist_fft_plan *p = calloc(1, sizeof *p);
+  if (!p) return dist__call_verify_always(&c, dist__error(DIST_ERR_NO_MEMORY, WHAT ": plan"));
+  snprintf(p->group, sizeof p->group, "%s", c.g->name);
+  p->P = c.g->size, p->me = c.g->rank;
+  dist_status s = check_args(p, plan, type, precision, memory, ndim, shape, fft_rank, o);
+  if (!s) {
+    c.sig.dtype = precision, c.sig.memory = memory, c.sig.ndim = ndim, c.sig.dim = fft_rank, c.sig.op = type;
+    c.sig.root = o->layout;
+    c.sig.aux = (int32_t)o->norm * 2 + (o->measure != 0);
+    memcpy(c.sig.shape, shape, sizeof *shape * (size_t)ndim);
+    dist__sig_sizes(&c, p->in_sizes);
+    dist__sig_sizes(&c, p->out_sizes);
+  }
+  s = dist__call_verify_always(&c, s);
+  if (!s) s = build(p, c.g->comm);
+  if (s) {
+    dist_fft_plan_destroy(p);
+    return s;
+  }
+  *plan = p;
+  return DIST_SUCCESS;
+}
+
+void dist_fft_plan_destroy(dist_fft_plan *p) {
+  if (!p) return;
+  if (p->eng) {
+    p->eng->destroy(p);
+    p->eng->free(p, p->A);
+    p->eng->free(p, p->W);
+    p->eng->free(p, p->T);
+  }
+  free(p->in_sizes);
+  free(p->send_counts);
+  free(p);
+}
+
+static dist_status check_plan(const dist_fft_plan *p, const void *info, const char *what) {
+  if (!p) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: the plan is NULL", what);
+  if (!info) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: the output pointer is NULL", what);
+  return DIST_SUCCESS;
+}
+
+/* The input layout [batch..., n0_me, n1 (, n2)]. */
+dist_status dist_fft_local_input(const dist_fft_plan *p, dist_fft_local *info) {
+  DIST_CHECK(check_plan(p, info, "dist_fft_local_input"));
+  dist_fft_local l = {0};
+  l.dtype = p->type == DIST_FFT_R2C ? p->prec : p->cplx;
+  l.ndim = p->ndim;
+  l.split_dim = p->ndim - p->rank;
+  memcpy(l.global, p->shape, sizeof l.global);
+  memcpy(l.shape, p->shape, sizeof l.shape);
+  l.shape[l.split_dim] = p->in_sizes[p->me];
+  l.offset[l.split_dim] = p->in_offs[p->me];
+  l.numel = 1;
+  for (int d = 0; d < l.ndim; d++) l.numel *= l.shape[d];
+  l.nbytes = (size_t)l.numel * dist_dtype_size(l.dtype);
+  *info = l;
+  return DIST_SUCCESS;
+}
+
+/* TRANSPOSED [n0, batch..., k1_me (, R)]; SAME [batch..., n0_me, k1 (, R)]. */
+dist_status dist_fft_local_output(const dist_fft_plan *p, dist_fft_local *info) {
+  DIST_CHECK(check_plan(p, info, "dist_fft_local_output"));
+  dist_fft_local l = {0};
+  int nb = p->ndim - p->rank;
+  l.dtype = p->cplx;
+  l.ndim = p->ndim;
+  memcpy(l.global, p->shape, sizeof l.global);
+  l.global[nb + 1] = p->k1;
+  if (p->rank == 3) l.global[nb + 2] = p->R;
+  if (p->layout == DIST_FFT_OUT_SAME) {
+    memcpy(l.shape, l.global, sizeof l.shape);
+    l.split_dim = nb;
+    l.shape[nb] = p->in_sizes[p->me];
+    l.offset[nb] = p->in_offs[p->me];
+  } else {
+    int64_t g[DIST_TENSOR_MAX_DIMS] = {0};
+    g[0] = p->n0;
+    for (int d = 0; d < nb; d++) g[d + 1] = p->shape[d];
+    for (int d = nb + 1; d < p->ndim; d++) g[d] = l.global[d];
+    memcpy(l.global, g, sizeof g);
+    memcpy(l.shape, g, sizeof g);
+    l.split_dim = nb + 1;
+    l.shape[nb + 1] = p->out_sizes[p->me];
+    l.offset[nb + 1] = p->out_offs[p->me];
+  }
+  l.numel = 1;
+  for (int d = 0; d < l.ndim; d++) l.numel *= l.shape[d];
+  l.nbytes = (size_t)l.numel * dist_dtype_size(l.dtype);
+  *info = l;
+  return DIST_SUCCESS;
+}
+
+size_t dist_fft_workspace_bytes(const dist_fft_plan *p) { return p ? p->workspace : 0; }
