@@ -128,6 +128,17 @@ static dist_status build(dist_fft_plan *p, MPI_Comm comm) {
   return s;
 }
 
+/* A plan's signature in a mismatch message: "r2c f64[2,8,6] fft_rank 2 layout same norm ortho". */
+static void describe(const dist__sig *s, char *buf, size_t n) {
+  static const char *const layouts[] = {"transposed", "same"}, *const norms[] = {"backward", "ortho", "forward"};
+  int k = snprintf(buf, n, "%s %s[", s->op == DIST_FFT_C2C ? "c2c" : "r2c", dist_dtype_name((dist_dtype)s->dtype));
+  for (int d = 0; d < s->ndim && d < DIST_TENSOR_MAX_DIMS && k > 0 && (size_t)k < n; d++)
+    k += snprintf(buf + k, n - (size_t)k, "%s%lld", d ? "," : "", (long long)s->shape[d]);
+  if (k > 0 && (size_t)k < n)
+    snprintf(buf + k, n - (size_t)k, "] fft_rank %d layout %s norm %s measure %d memory %s", s->dim,
+             layouts[s->root & 1], norms[(s->aux / 2) % 3], s->aux & 1, s->memory ? "cuda" : "host");
+}
+
 dist_status dist_fft_plan_create(dist_fft_plan **plan, dist_fft_type type, dist_dtype precision, dist_memory memory,
                                  int ndim, const int64_t *shape, int fft_rank, const dist_fft_options *opt) {
   dist_fft_options defaults = DIST_FFT_OPTIONS_INIT;
@@ -139,6 +150,7 @@ dist_status dist_fft_plan_create(dist_fft_plan **plan, dist_fft_type type, dist_
   snprintf(p->group, sizeof p->group, "%s", c.g->name);
   p->P = c.g->size, p->me = c.g->rank;
   dist_status s = check_args(p, plan, type, precision, memory, ndim, shape, fft_rank, o);
+  c.describe = describe;
   if (!s) {
     c.sig.dtype = precision, c.sig.memory = memory, c.sig.ndim = ndim, c.sig.dim = fft_rank, c.sig.op = type;
     c.sig.root = o->layout;

@@ -150,8 +150,9 @@ static dist_status mismatch(dist__call *c) {
   int who = 1;
   while (who < P - 1 && memcmp(&all[who], &all[0], sizeof *all) == 0) who++;
   char a[200], b[200];
-  describe_sig(&all[0], a, sizeof a);
-  describe_sig(&all[who], b, sizeof b);
+  void (*describe)(const dist__sig *, char *, size_t) = c->describe ? c->describe : describe_sig;
+  describe(&all[0], a, sizeof a);
+  describe(&all[who], b, sizeof b);
   const char *extra = memcmp(&all[who], &all[0], offsetof(dist__sig, sizes)) == 0 ? " (their size arrays differ)" : "";
   free(all);
   return dist__error(DIST_ERR_MISMATCH, "%s: rank %d of group '%s' disagrees with rank 0: %s vs %s%s", c->what, who,

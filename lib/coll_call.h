@@ -22,6 +22,8 @@ typedef struct dist__call {
    * dist__sig_exchange); NULL otherwise. */
   const int64_t *xsend, *xrecv;
   uint64_t balance;
+  /* How a signature reads in a mismatch message (NULL: as a tensor call). */
+  void (*describe)(const dist__sig *s, char *buf, size_t n);
 } dist__call;
 
 /* Find the group and check membership (local; returns at once on error). */

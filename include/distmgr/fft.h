@@ -58,7 +58,9 @@ typedef struct dist_fft_options {
                                broadcast to the group (host plans; cuFFT has no planner choice) */
   const int64_t *in_sizes;  /* n0 rows per rank (group size entries, zeros allowed); NULL: the rule of
                                dist_compute_split_shapes, which needs n0 >= ranks */
-  const int64_t *out_sizes; /* TRANSPOSED: k1 entries per rank; NULL: dist_compute_split_shapes (k1 >= ranks) */
+  const int64_t *out_sizes; /* k1 entries per rank: the split of the transposed layout (the output of
+                               TRANSPOSED plans, the middle step of SAME plans); NULL: the rule of
+                               dist_compute_split_shapes, which needs k1 >= ranks */
   int device;               /* CUDA plans: the device of the tensors */
 } dist_fft_options;
 
