@@ -72,9 +72,11 @@ static void destroy(dist_fft_plan *p) {
 
 static dist_status prepare(dist_fft_plan *p, int inverse, const void *in, void *out) { return DIST_SUCCESS; }
 
-static dist_status rows(dist_fft_plan *p, int inverse, const void *in, void *out) {
+/* One chunk: the plan covers all batch entries (lc == L on the device). */
+static dist_status rows(dist_fft_plan *p, int inverse, const void *in, void *out, int64_t nl) {
   cufft_state *st = p->eng_state;
   if (!st->have_rows) return DIST_SUCCESS;
+  if (nl != p->L) return dist__error(DIST_ERR_INTERNAL, "dist_fft: cuFFT row chunk of %lld entries", (long long)nl);
   cufftHandle h = inverse ? st->rows_inv : st->rows_fwd;
   cufftResult r = cufftSetStream(h, dist__cuda_stream());
   if (r != CUFFT_SUCCESS) return cufft_error(r, "cufftSetStream");

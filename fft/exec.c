@@ -13,26 +13,29 @@ static const char *const names[] = {"dist_fft_forward", "dist_fft_inverse", "dis
 
 static dist_status forward_pipe(dist_fft_plan *p, dist__call *c, const void *in, void *out, double scale,
                                 double wmul) {
-  DIST_CHECK(p->eng->rows(p, 0, in, p->A));
   if (p->layout == DIST_FFT_OUT_TRANSPOSED) {
-    DIST_CHECK(dist__fft_exchange_x(p, c, p->A, out, scale, wmul));
+    DIST_CHECK(dist__fft_exchange_x(p, c, in, NULL, out, scale, wmul));
     return p->eng->cols(p, 0, out, out);
   }
-  DIST_CHECK(dist__fft_exchange_x(p, c, p->A, p->T, scale, wmul));
+  DIST_CHECK(dist__fft_exchange_x(p, c, in, NULL, p->T, scale, wmul));
   DIST_CHECK(p->eng->cols(p, 0, p->T, p->T));
-  return dist__fft_exchange_y(p, c, p->T, out, 1.0, 1.0, 0);
+  return dist__fft_exchange_y(p, c, p->T, out, NULL, 1.0, 1.0);
 }
 
 static dist_status inverse_pipe(dist_fft_plan *p, dist__call *c, const void *in, void *out, double scale,
                                 double wmul) {
   if (p->layout == DIST_FFT_OUT_TRANSPOSED) {
-    DIST_CHECK(p->eng->cols(p, 1, in, p->T));
+    /* Copy (scaled) and transform in place: `in` is preserved, and FFTW's
+     * in-place strided plans beat its out-of-place ones here. */
+    dist__fft_box all = {p->T, in, 1, 1, (int64_t)p->t_elems, 0, 0, 0, 0, scale, 0, 1, 0, 1.0, 0};
+    DIST_CHECK(p->eng->copy(p, &all));
+    scale = 1.0;
   } else {
-    DIST_CHECK(dist__fft_exchange_x(p, c, in, p->T, 1.0, 1.0));
-    DIST_CHECK(p->eng->cols(p, 1, p->T, p->T));
+    DIST_CHECK(dist__fft_exchange_x(p, c, NULL, in, p->T, scale, wmul));
+    scale = wmul = 1.0;
   }
-  DIST_CHECK(dist__fft_exchange_y(p, c, p->T, p->A, scale, wmul, 1));
-  return p->eng->rows(p, 1, p->A, out);
+  DIST_CHECK(p->eng->cols(p, 1, p->T, p->T));
+  return dist__fft_exchange_y(p, c, p->T, NULL, out, scale, wmul);
 }
 
 static dist_status check_tensor(const dist__call *c, const dist_fft_plan *p, const dist_tensor *t, const char *name,

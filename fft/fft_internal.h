@@ -21,9 +21,9 @@
 
 struct dist_fft_plan;
 
-/* Local transforms and memory of one memory space. `rows` transforms every
- * row of the input layout into A (inverse: A into the input layout; it may
- * destroy A); `cols` transforms T along n0 (in == out: in place). */
+/* Local transforms and memory of one memory space. `rows` transforms the
+ * rows of nl batch entries of the input layout into A (inverse: A into the
+ * input layout; it may destroy A); `cols` transforms T along n0 in place. */
 typedef struct dist__fft_engine {
   const char *name;
   dist_status (*create)(struct dist_fft_plan *p);
@@ -31,7 +31,7 @@ typedef struct dist__fft_engine {
   /* Before a pipeline's exchange: make whatever it needs for these arrays,
    * so a failure is agreed on instead of stranding the peers. */
   dist_status (*prepare)(struct dist_fft_plan *p, int inverse, const void *in, void *out);
-  dist_status (*rows)(struct dist_fft_plan *p, int inverse, const void *in, void *out);
+  dist_status (*rows)(struct dist_fft_plan *p, int inverse, const void *in, void *out, int64_t nl);
   dist_status (*cols)(struct dist_fft_plan *p, int inverse, const void *in, void *out);
   dist_status (*copy)(struct dist_fft_plan *p, const dist__fft_box *b);
   dist_status (*alloc)(struct dist_fft_plan *p, size_t bytes, void **ptr);
@@ -56,11 +56,12 @@ struct dist_fft_plan {
   int64_t shape[DIST_TENSOR_MAX_DIMS];
   int P, me;
   int64_t L, n0, n1, n2, k1, R;
+  int64_t lc; /* batch entries per row-transform chunk (A holds one chunk) */
   int64_t *in_sizes, *in_offs, *out_sizes, *out_offs; /* P entries each */
   /* Exchange X in complex elements; Y uses them the other way round. The
    * rank's own piece is copied directly, so its counts are 0. */
   size_t *send_counts, *send_displs, *recv_counts, *recv_displs;
-  void *A, *T, *W; /* scratch: A layout, T layout (SAME / inverse only), send/recv buffer */
+  void *A, *T, *W; /* scratch: one chunk of A, T (SAME / inverse only), send/recv buffer */
   size_t a_elems, t_elems, workspace;
   double scale_fwd, scale_inv;
   const dist__fft_engine *eng;
@@ -69,11 +70,14 @@ struct dist_fft_plan {
 
 size_t dist__fft_csize(const struct dist_fft_plan *p); /* bytes of one complex element */
 
-/* The exchanges. `a` has the A layout, `t` the T layout. Collective. */
-dist_status dist__fft_exchange_x(struct dist_fft_plan *p, dist__call *c, const void *a, void *t, double scale,
-                                 double wmul);
-dist_status dist__fft_exchange_y(struct dist_fft_plan *p, dist__call *c, const void *t, void *a, double scale,
-                                 double wmul, int before_c2r);
+/* The exchanges, `t` in the T layout. X: from `a` in the A layout, or
+ * (a NULL) from the row transforms of `in`, one chunk of lc batch entries at
+ * a time through the scratch A. Y: into `a`, or (a NULL) through A chunks and
+ * the inverse row transforms into `out`. Collective. */
+dist_status dist__fft_exchange_x(struct dist_fft_plan *p, dist__call *c, const void *in, const void *a, void *t,
+                                 double scale, double wmul);
+dist_status dist__fft_exchange_y(struct dist_fft_plan *p, dist__call *c, const void *t, void *a, void *out,
+                                 double scale, double wmul);
 
 /* Host implementation of a box copy (engines for host memory use it). */
 void dist__fft_copy_host(const dist__fft_box *b, int is_double);

@@ -26,7 +26,8 @@ extern "C" int dist__fft_copy_cuda(const dist__fft_box *b, int is_double, void *
   int64_t rows = b->na * b->nb;
   if (!rows || !b->row) return cudaSuccess;
   dim3 block(256);
-  dim3 grid((unsigned)((b->row + 255) / 256 < 64 ? (b->row + 255) / 256 : 64), (unsigned)(rows < 65535 ? rows : 65535));
+  int64_t gx = (b->row + 255) / 256;
+  dim3 grid((unsigned)(gx < 4096 ? gx : 4096), (unsigned)(rows < 65535 ? rows : 65535));
   dist__fft_box k = *b;
   if (k.klast <= 0) k.klast = 1, k.nlast = 0, k.wmul = 1.0, k.zero_im = 0;
   cudaStream_t s = (cudaStream_t)stream;

@@ -8,12 +8,13 @@
 
 #include "fft_internal.h"
 
-enum { ROWS_FWD, ROWS_INV, COLS_FWD, COLS_INV_IP, COLS_INV_OOP, ROLES };
-static const char *const role_name[ROLES] = {"row forward", "row inverse", "n0 forward", "n0 inverse",
-                                             "n0 inverse (out of place)"};
-#define CACHE 4
+/* The n0 transforms run in place, on T or on the caller's output. */
+enum { ROWS_FWD, ROWS_INV, COLS_FWD, COLS_INV, ROLES };
+static const char *const role_name[ROLES] = {"row forward", "row inverse", "n0 forward", "n0 inverse"};
+#define CACHE 8
 typedef struct fftw_entry {
   int ain, aout;
+  int64_t nl; /* batch entries (row roles; 0 for the n0 roles) */
   void *plan;
 } fftw_entry;
 typedef struct fftw_state {
@@ -69,15 +70,15 @@ static dist_status create(dist_fft_plan *p) {
 
 static void destroy(dist_fft_plan *p) { is_d(p) ? destroy__d(p) : destroy__f(p); }
 
-static dist_status rows(dist_fft_plan *p, int inverse, const void *in, void *out) {
+static dist_status rows(dist_fft_plan *p, int inverse, const void *in, void *out, int64_t nl) {
   int r = inverse ? ROWS_INV : ROWS_FWD;
-  return is_d(p) ? run__d(p, r, in, out) : run__f(p, r, in, out);
+  return is_d(p) ? run__d(p, r, nl, in, out) : run__f(p, r, nl, in, out);
 }
 
 static dist_status cols(dist_fft_plan *p, int inverse, const void *in, void *out) {
-  int r = !inverse ? COLS_FWD : in == out ? COLS_INV_IP : COLS_INV_OOP;
-  if (!inverse && in != out) return dist__error(DIST_ERR_INTERNAL, "dist_fft: forward n0 transform out of place");
-  return is_d(p) ? run__d(p, r, in, out) : run__f(p, r, in, out);
+  int r = inverse ? COLS_INV : COLS_FWD;
+  if (in != out) return dist__error(DIST_ERR_INTERNAL, "dist_fft: n0 transform out of place");
+  return is_d(p) ? run__d(p, r, 0, in, out) : run__f(p, r, 0, in, out);
 }
 
 /* Make (before the exchange starts) the plans a pipeline will run on these arrays. */
@@ -87,7 +88,6 @@ static dist_status prepare(dist_fft_plan *p, int inverse, const void *in, void *
     DIST_CHECK(get(p, ROWS_FWD, in, p->A));
     return p->layout == DIST_FFT_OUT_SAME ? DIST_SUCCESS : get(p, COLS_FWD, out, out);
   }
-  if (p->layout == DIST_FFT_OUT_TRANSPOSED) DIST_CHECK(get(p, COLS_INV_OOP, in, p->T));
   return get(p, ROWS_INV, p->A, out);
 }
 

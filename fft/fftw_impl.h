@@ -11,7 +11,7 @@
 #define F(name) CAT(name, TAG)
 
 /* Plan role r for these arrays (real or complex per role). */
-static X(plan) F(make_)(const dist_fft_plan *p, int r, void *in, void *out) {
+static X(plan) F(make_)(const dist_fft_plan *p, int r, int64_t nl, void *in, void *out) {
   unsigned flags = p->measure ? FFTW_MEASURE : FFTW_ESTIMATE;
   X(iodim64) dims[2], many;
   int inv = r == ROWS_INV;
@@ -26,7 +26,7 @@ static X(plan) F(make_)(const dist_fft_plan *p, int r, void *in, void *out) {
     } else {
       dims[0] = (X(iodim64)){p->n1, 1, 1};
     }
-    many = (X(iodim64)){p->L * p->in_sizes[p->me], inv ? row_a : row_in, inv ? row_in : row_a};
+    many = (X(iodim64)){nl * p->in_sizes[p->me], inv ? row_a : row_in, inv ? row_in : row_a};
     if (p->type == DIST_FFT_C2C)
       return X(plan_guru64_dft)(rank, dims, 1, &many, in, out, inv ? FFTW_BACKWARD : FFTW_FORWARD, flags);
     if (!inv) return X(plan_guru64_dft_r2c)(rank, dims, 1, &many, in, out, flags);
@@ -39,9 +39,10 @@ static X(plan) F(make_)(const dist_fft_plan *p, int r, void *in, void *out) {
 }
 
 /* Elements (reals) of the input and output arrays of role r. */
-static void F(extent_)(const dist_fft_plan *p, int r, size_t *nin, size_t *nout) {
-  size_t in_layout = (size_t)(p->L * p->in_sizes[p->me] * p->n1 * p->n2) * (p->type == DIST_FFT_C2C ? 2 : 1);
-  size_t a = 2 * p->a_elems, t = 2 * (size_t)(p->n0 * p->L * p->out_sizes[p->me] * p->R);
+static void F(extent_)(const dist_fft_plan *p, int r, int64_t nl, size_t *nin, size_t *nout) {
+  size_t in_layout = (size_t)(nl * p->in_sizes[p->me] * p->n1 * p->n2) * (p->type == DIST_FFT_C2C ? 2 : 1);
+  size_t a = 2 * (size_t)(nl * p->in_sizes[p->me] * p->k1 * p->R);
+  size_t t = 2 * (size_t)(p->n0 * p->L * p->out_sizes[p->me] * p->R);
   switch (r) {
   case ROWS_FWD: *nin = in_layout, *nout = a; break;
   case ROWS_INV: *nin = a, *nout = in_layout; break;
@@ -49,36 +50,36 @@ static void F(extent_)(const dist_fft_plan *p, int r, size_t *nin, size_t *nout)
   }
 }
 
-static int F(empty_)(const dist_fft_plan *p, int r) {
-  if (r == ROWS_FWD || r == ROWS_INV) return p->L * p->in_sizes[p->me] == 0;
+static int F(empty_)(const dist_fft_plan *p, int r, int64_t nl) {
+  if (r == ROWS_FWD || r == ROWS_INV) return nl * p->in_sizes[p->me] == 0;
   return p->L * p->out_sizes[p->me] * p->R == 0;
 }
 
-/* The plan of role r for arrays with these alignments, made on first use on
- * scratch arrays of the same alignments. */
-static dist_status F(get_)(dist_fft_plan *p, int r, const void *in, const void *out, X(plan) * plan) {
+/* The plan of role r for nl batch entries (row roles) and arrays with these
+ * alignments, made on first use on scratch arrays of the same alignments. */
+static dist_status F(get_)(dist_fft_plan *p, int r, int64_t nl, const void *in, const void *out, X(plan) * plan) {
   fftw_state *st = p->eng_state;
   int ain = X(alignment_of)((REAL *)in), aout = X(alignment_of)((REAL *)out);
-  int inplace = r == COLS_FWD || r == COLS_INV_IP;
+  int inplace = r == COLS_FWD || r == COLS_INV;
   for (int i = 0; i < st->n[r]; i++)
-    if (st->cache[r][i].ain == ain && st->cache[r][i].aout == aout) {
+    if (st->cache[r][i].ain == ain && st->cache[r][i].aout == aout && st->cache[r][i].nl == nl) {
       *plan = (X(plan))st->cache[r][i].plan;
       return DIST_SUCCESS;
     }
   if (st->n[r] == CACHE)
     return dist__error(DIST_ERR_INTERNAL, "dist_fft: more than %d array alignments for one plan", CACHE);
   size_t nin, nout;
-  F(extent_)(p, r, &nin, &nout);
+  F(extent_)(p, r, nl, &nin, &nout);
   char *bin = X(malloc)(sizeof(REAL) * nin + 64), *bout = inplace ? NULL : X(malloc)(sizeof(REAL) * nout + 64);
   X(plan) made = NULL;
   if (bin && (inplace || bout))
-    made = F(make_)(p, r, bin + ain, inplace ? bin + ain : bout + aout);
+    made = F(make_)(p, r, nl, bin + ain, inplace ? bin + ain : bout + aout);
   X(free)(bin);
   X(free)(bout);
   if (!made)
     return dist__error(DIST_ERR_INTERNAL, "dist_fft: FFTW could not plan the %s transform (%s)", role_name[r],
                        bin ? "planner failed" : "out of memory");
-  st->cache[r][st->n[r]++] = (fftw_entry){ain, aout, (void *)made};
+  st->cache[r][st->n[r]++] = (fftw_entry){ain, aout, nl, (void *)made};
   *plan = made;
   return DIST_SUCCESS;
 }
@@ -92,19 +93,24 @@ static void F(destroy_)(dist_fft_plan *p) {
   p->eng_state = NULL;
 }
 
-static dist_status F(run_)(dist_fft_plan *p, int r, const void *in, void *out) {
-  if (F(empty_)(p, r)) return DIST_SUCCESS;
+static dist_status F(run_)(dist_fft_plan *p, int r, int64_t nl, const void *in, void *out) {
+  if (F(empty_)(p, r, nl)) return DIST_SUCCESS;
   X(plan) plan;
-  DIST_CHECK(F(get_)(p, r, in, out, &plan));
+  DIST_CHECK(F(get_)(p, r, nl, in, out, &plan));
   if (p->type == DIST_FFT_R2C && r == ROWS_FWD) X(execute_dft_r2c)(plan, (REAL *)in, out);
   else if (p->type == DIST_FFT_R2C && r == ROWS_INV) X(execute_dft_c2r)(plan, (void *)in, out);
   else X(execute_dft)(plan, (void *)in, out);
   return DIST_SUCCESS;
 }
 
+/* Row roles: the plans for a full chunk and for the last, shorter one. */
 static dist_status F(prepare_)(dist_fft_plan *p, int r, const void *in, void *out) {
   X(plan) plan;
-  return F(empty_)(p, r) ? DIST_SUCCESS : F(get_)(p, r, in, out, &plan);
+  int rows = r == ROWS_FWD || r == ROWS_INV;
+  int64_t last = p->L % p->lc;
+  if (!F(empty_)(p, r, p->lc)) DIST_CHECK(F(get_)(p, r, rows ? p->lc : 0, in, out, &plan));
+  if (rows && last && !F(empty_)(p, r, last)) DIST_CHECK(F(get_)(p, r, last, in, out, &plan));
+  return DIST_SUCCESS;
 }
 
 /* The plans every call needs, for arrays aligned like FFTW's own. */
@@ -112,14 +118,7 @@ static dist_status F(create_)(dist_fft_plan *p) {
   fftw_state *st = calloc(1, sizeof *st);
   if (!st) return dist__error(DIST_ERR_NO_MEMORY, "dist_fft_plan_create: FFTW state");
   p->eng_state = st;
-  int roles[3] = {ROWS_FWD, ROWS_INV, p->layout == DIST_FFT_OUT_SAME ? COLS_INV_IP : COLS_INV_OOP};
-  for (int i = 0; i < 4; i++) {
-    int r = i < 3 ? roles[i] : COLS_FWD;
-    if (F(empty_)(p, r)) continue;
-    X(plan) plan;
-    /* X(malloc) alignment: alignment_of gives 0 for it */
-    DIST_CHECK(F(get_)(p, r, NULL, NULL, &plan));
-  }
+  for (int r = 0; r < ROLES; r++) DIST_CHECK(F(prepare_)(p, r, NULL, NULL)); /* alignment 0, as X(malloc)'s */
   return DIST_SUCCESS;
 }
 

@@ -11,6 +11,7 @@
 #include "memops.h"
 
 #define WHAT "dist_fft_plan_create"
+#define CHUNK_BYTES (1 << 20) /* A chunk per row-transform pass: about half a core's L2 */
 
 size_t dist__fft_csize(const dist_fft_plan *p) { return p->prec == DIST_F64 ? 16 : 8; }
 
@@ -110,17 +111,23 @@ static dist_status build(dist_fft_plan *p, MPI_Comm comm) {
   double N = (double)p->n0 * (double)p->n1 * (double)p->n2;
   p->scale_fwd = p->norm == DIST_FFT_NORM_BACKWARD ? 1.0 : p->norm == DIST_FFT_NORM_ORTHO ? 1.0 / sqrt(N) : 1.0 / N;
   p->scale_inv = p->norm == DIST_FFT_NORM_FORWARD ? 1.0 : p->norm == DIST_FFT_NORM_ORTHO ? 1.0 / sqrt(N) : 1.0 / N;
-  p->a_elems = (size_t)(p->L * n0me * p->k1 * p->R);
-  p->t_elems = (size_t)(p->n0 * p->L * k1me * p->R);
   size_t cs = dist__fft_csize(p);
-  p->workspace = cs * (2 * p->a_elems + p->t_elems);
+  /* Host: chunks of A that stay in a core's cache (multiples of 16 entries,
+   * so every chunk keeps the arrays' SIMD alignment); device: one chunk. */
+  int64_t entry = n0me * p->k1 * p->R * (int64_t)cs, lc = entry ? (int64_t)(CHUNK_BYTES / entry) : p->L;
+  p->lc = p->mem == DIST_MEM_CUDA || lc >= p->L ? p->L : lc < 16 ? 16 : lc / 16 * 16;
+  if (p->lc > p->L || p->lc < 1) p->lc = p->L;
+  size_t w_elems = (size_t)(p->L * n0me * p->k1 * p->R);
+  p->a_elems = (size_t)(p->lc * n0me * p->k1 * p->R);
+  p->t_elems = (size_t)(p->n0 * p->L * k1me * p->R);
+  p->workspace = cs * (p->a_elems + w_elems + p->t_elems);
 #ifdef HAVE_CUFFT
   p->eng = p->mem == DIST_MEM_CUDA ? &dist__fft_cufft : &dist__fft_fftw;
 #else
   p->eng = &dist__fft_fftw;
 #endif
   dist_status s = p->eng->alloc(p, cs * p->a_elems, &p->A);
-  if (!s) s = p->eng->alloc(p, cs * p->a_elems, &p->W);
+  if (!s) s = p->eng->alloc(p, cs * w_elems, &p->W);
   if (!s) s = p->eng->alloc(p, cs * p->t_elems, &p->T);
   if (p->P > 1) s = dist__agree(comm, s, WHAT);
   if (!s) s = p->eng->create(p);
