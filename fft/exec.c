@@ -24,7 +24,10 @@ static dist_status forward_pipe(dist_fft_plan *p, dist__call *c, const void *in,
 
 static dist_status inverse_pipe(dist_fft_plan *p, dist__call *c, const void *in, void *out, double scale,
                                 double wmul) {
-  if (p->layout == DIST_FFT_OUT_TRANSPOSED) {
+  void *t = p->T;
+  if (p->destroy_input) {
+    t = (void *)in;
+  } else if (p->layout == DIST_FFT_OUT_TRANSPOSED) {
     /* Copy (scaled) and transform in place: `in` is preserved, and FFTW's
      * in-place strided plans beat its out-of-place ones here. */
     dist__fft_box all = {p->T, in, 1, 1, (int64_t)p->t_elems, 0, 0, 0, 0, scale, 0, 1, 0, 1.0, 0};
@@ -34,8 +37,8 @@ static dist_status inverse_pipe(dist_fft_plan *p, dist__call *c, const void *in,
     DIST_CHECK(dist__fft_exchange_x(p, c, NULL, in, p->T, scale, wmul));
     scale = wmul = 1.0;
   }
-  DIST_CHECK(p->eng->cols(p, 1, p->T, p->T));
-  return dist__fft_exchange_y(p, c, p->T, NULL, out, scale, wmul);
+  DIST_CHECK(p->eng->cols(p, 1, t, t));
+  return dist__fft_exchange_y(p, c, t, NULL, out, scale, wmul);
 }
 
 static dist_status check_tensor(const dist__call *c, const dist_fft_plan *p, const dist_tensor *t, const char *name,

@@ -49,7 +49,7 @@ struct dist_fft_plan {
   dist_dtype prec;  /* DIST_F32 / DIST_F64 */
   dist_dtype cplx;  /* DIST_C64 / DIST_C128 */
   dist_memory mem;
-  int device, measure;
+  int device, measure, destroy_input;
   dist_fft_norm norm;
   dist_fft_layout layout;
   int ndim, rank; /* rank: 2 or 3 transformed dims */

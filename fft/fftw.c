@@ -88,6 +88,7 @@ static dist_status prepare(dist_fft_plan *p, int inverse, const void *in, void *
     DIST_CHECK(get(p, ROWS_FWD, in, p->A));
     return p->layout == DIST_FFT_OUT_SAME ? DIST_SUCCESS : get(p, COLS_FWD, out, out);
   }
+  if (p->destroy_input) DIST_CHECK(get(p, COLS_INV, in, (void *)in));
   return get(p, ROWS_INV, p->A, out);
 }
 

@@ -80,6 +80,7 @@ static dist_status check_args(dist_fft_plan *p, dist_fft_plan **out, dist_fft_ty
   p->type = type, p->prec = prec, p->mem = mem, p->ndim = ndim, p->rank = rank;
   p->cplx = prec == DIST_F64 ? DIST_C128 : DIST_C64;
   p->norm = o->norm, p->layout = o->layout, p->measure = o->measure != 0, p->device = o->device;
+  p->destroy_input = o->destroy_input != 0 && o->layout == DIST_FFT_OUT_TRANSPOSED;
   memcpy(p->shape, shape, sizeof *shape * (size_t)ndim);
   p->L = 1;
   for (int d = 0; d < ndim - rank; d++) p->L *= shape[d];

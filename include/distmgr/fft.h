@@ -28,7 +28,8 @@
  * Dtypes: precision DIST_F32 (real f32 / complex c64) or DIST_F64 (f64 /
  * c128). An r2c plan's forward takes real input and gives complex output;
  * its inverse is the c2r transform. A c2c plan takes and gives complex.
- * The transforms are out-of-place; `in` is never modified. */
+ * The transforms are out-of-place; `in` is not modified unless the plan was
+ * made with destroy_input. */
 #ifndef DISTMGR_FFT_H
 #define DISTMGR_FFT_H
 
@@ -62,9 +63,12 @@ typedef struct dist_fft_options {
                                TRANSPOSED plans, the middle step of SAME plans); NULL: the rule of
                                dist_compute_split_shapes, which needs k1 >= ranks */
   int device;               /* CUDA plans: the device of the tensors */
+  int destroy_input;        /* 1: with the TRANSPOSED layout, dist_fft_inverse and dist_fft_forward_backward
+                               transform their input in place and leave garbage there, saving one copy (as
+                               FFTW_DESTROY_INPUT); 0: every input is preserved */
 } dist_fft_options;
 
-#define DIST_FFT_OPTIONS_INIT {NULL, DIST_FFT_NORM_BACKWARD, DIST_FFT_OUT_TRANSPOSED, 0, NULL, NULL, 0}
+#define DIST_FFT_OPTIONS_INIT {NULL, DIST_FFT_NORM_BACKWARD, DIST_FFT_OUT_TRANSPOSED, 0, NULL, NULL, 0, 0}
 
 typedef struct dist_fft_plan dist_fft_plan;
 
