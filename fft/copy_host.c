@@ -45,3 +45,25 @@ void dist__fft_copy_host(const dist__fft_box *b, int is_double) {
       else row_f(b, (float *)d, (const float *)s);
     }
 }
+
+/* Make the DC and Nyquist planes of 3-D r2c rows Hermitian along n1:
+ * h[k1] := (h[k1] + conj(h[-k1])) / 2. A multi-dimensional c2r is only
+ * defined for such input (cuFFT); FFTW's result is the same either way. */
+#define DEFINE_HERMITIZE(NAME, REAL)                                                                   \
+  static void NAME(REAL *a, int64_t entries, int64_t n1, int64_t R, int64_t n2) {                      \
+    for (int64_t e = 0; e < entries; e++)                                                              \
+      for (int64_t c = 0; c <= n2 / 2; c += n2 % 2 == 0 && n2 > 1 ? n2 / 2 : n2 + 1)                   \
+        for (int64_t k = 0; k <= n1 - k; k++) {                                                        \
+          int64_t kk = (n1 - k) % n1;                                                                  \
+          REAL *x = a + 2 * ((e * n1 + k) * R + c), *y = a + 2 * ((e * n1 + kk) * R + c);              \
+          REAL re = (x[0] + y[0]) / 2, im = (x[1] - y[1]) / 2;                                         \
+          x[0] = re, x[1] = im, y[0] = re, y[1] = -im;                                                 \
+        }                                                                                              \
+  }
+DEFINE_HERMITIZE(herm_f, float)
+DEFINE_HERMITIZE(herm_d, double)
+
+void dist__fft_hermitize_host(void *a, int is_double, int64_t entries, int64_t n1, int64_t R, int64_t n2) {
+  if (is_double) herm_d(a, entries, n1, R, n2);
+  else herm_f(a, entries, n1, R, n2);
+}

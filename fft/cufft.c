@@ -32,7 +32,7 @@ static dist_status make(cufftHandle *h, int rank, long long *n, long long *inemb
   return DIST_SUCCESS;
 }
 
-static dist_status create(dist_fft_plan *p) {
+static dist_status create(dist_fft_plan *p, MPI_Comm comm) {
   cufft_state *st = calloc(1, sizeof *st);
   if (!st) return dist__error(DIST_ERR_NO_MEMORY, "dist_fft_plan_create: cuFFT state");
   p->eng_state = st;
@@ -78,6 +78,11 @@ static dist_status rows(dist_fft_plan *p, int inverse, const void *in, void *out
   if (!st->have_rows) return DIST_SUCCESS;
   if (nl != p->L) return dist__error(DIST_ERR_INTERNAL, "dist_fft: cuFFT row chunk of %lld entries", (long long)nl);
   cufftHandle h = inverse ? st->rows_inv : st->rows_fwd;
+  if (inverse && p->type == DIST_FFT_R2C && p->rank == 3) { /* a 2-D C2R is defined for Hermitian input only */
+    int e = dist__fft_hermitize_cuda((void *)in, is_d(p), nl * p->in_sizes[p->me], p->n1, p->R, p->n2,
+                                     (void *)dist__cuda_stream());
+    if (e) return dist__cuda_error((cudaError_t)e, "the FFT Hermitian-symmetry kernel");
+  }
   cufftResult r = cufftSetStream(h, dist__cuda_stream());
   if (r != CUFFT_SUCCESS) return cufft_error(r, "cufftSetStream");
   void *i = (void *)in;

@@ -92,15 +92,18 @@ static dist_status run(dist_fft_plan *p, int op, const dist_tensor *in, dist_ten
   if (!s) s = p->eng->prepare(p, !from_input, in->data, out->data);
   c.sig.dtype = p->prec, c.sig.memory = p->mem, c.sig.ndim = p->ndim, c.sig.op = op, c.sig.dim = p->rank;
   c.sig.root = p->layout, c.sig.aux = p->type;
+  c.sig.sizes = p->sizes_hash;
   memcpy(c.sig.shape, p->shape, sizeof c.sig.shape);
   DIST_CHECK(dist__call_verify(&c, s));
-  int r2c = p->type == DIST_FFT_R2C;
+  int r2c = p->type == DIST_FFT_R2C, dev = dist__fft_device_enter(p);
   switch (op) {
-  case FORWARD: return forward_pipe(p, &c, in->data, out->data, p->scale_fwd, 1.0);
-  case INVERSE: return inverse_pipe(p, &c, in->data, out->data, p->scale_inv, 1.0);
-  case FORWARD_BACKWARD: return inverse_pipe(p, &c, in->data, out->data, p->scale_fwd, r2c ? 0.5 : 1.0);
-  default: return forward_pipe(p, &c, in->data, out->data, p->scale_inv, r2c ? 2.0 : 1.0);
+  case FORWARD: s = forward_pipe(p, &c, in->data, out->data, p->scale_fwd, 1.0); break;
+  case INVERSE: s = inverse_pipe(p, &c, in->data, out->data, p->scale_inv, 1.0); break;
+  case FORWARD_BACKWARD: s = inverse_pipe(p, &c, in->data, out->data, p->scale_fwd, r2c ? 0.5 : 1.0); break;
+  default: s = forward_pipe(p, &c, in->data, out->data, p->scale_inv, r2c ? 2.0 : 1.0);
   }
+  dist__fft_device_leave(p, dev);
+  return s;
 }
 
 dist_status dist_fft_forward(dist_fft_plan *p, const dist_tensor *in, dist_tensor *out) {

@@ -26,6 +26,10 @@ extern "C" {
 #endif
 /* CUDA memory: the copy as one kernel on `stream`; returns a cudaError_t. */
 int dist__fft_copy_cuda(const dist__fft_box *b, int is_double, void *stream);
+/* Before a 3-D c2r of `entries` rows [n1][R] (R = n2/2+1): make the DC and
+ * Nyquist planes Hermitian along n1, h[k] := (h[k] + conj(h[-k])) / 2. */
+void dist__fft_hermitize_host(void *a, int is_double, int64_t entries, int64_t n1, int64_t R, int64_t n2);
+int dist__fft_hermitize_cuda(void *a, int is_double, int64_t entries, int64_t n1, int64_t R, int64_t n2, void *stream);
 #ifdef __cplusplus
 }
 #endif

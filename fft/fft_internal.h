@@ -26,10 +26,11 @@ struct dist_fft_plan;
  * input layout; it may destroy A); `cols` transforms T along n0 in place. */
 typedef struct dist__fft_engine {
   const char *name;
-  dist_status (*create)(struct dist_fft_plan *p);
+  dist_status (*create)(struct dist_fft_plan *p, MPI_Comm comm); /* collective over comm */
   void (*destroy)(struct dist_fft_plan *p);
   /* Before a pipeline's exchange: make whatever it needs for these arrays,
-   * so a failure is agreed on instead of stranding the peers. */
+   * so a failure is agreed on in the call's verification round (DIST_VERIFY=1)
+   * instead of stranding the peers. */
   dist_status (*prepare)(struct dist_fft_plan *p, int inverse, const void *in, void *out);
   dist_status (*rows)(struct dist_fft_plan *p, int inverse, const void *in, void *out, int64_t nl);
   dist_status (*cols)(struct dist_fft_plan *p, int inverse, const void *in, void *out);
@@ -50,6 +51,7 @@ struct dist_fft_plan {
   dist_dtype cplx;  /* DIST_C64 / DIST_C128 */
   dist_memory mem;
   int device, measure, destroy_input;
+  uint64_t sizes_hash; /* of in_sizes and out_sizes: part of every call's signature */
   dist_fft_norm norm;
   dist_fft_layout layout;
   int ndim, rank; /* rank: 2 or 3 transformed dims */
@@ -69,6 +71,9 @@ struct dist_fft_plan {
 };
 
 size_t dist__fft_csize(const struct dist_fft_plan *p); /* bytes of one complex element */
+/* CUDA plans: make the plan's device current (returns the previous one), and back. */
+int dist__fft_device_enter(const struct dist_fft_plan *p);
+void dist__fft_device_leave(const struct dist_fft_plan *p, int prev);
 
 /* The exchanges, `t` in the T layout. X: from `a` in the A layout, or
  * (a NULL) from the row transforms of `in`, one chunk of lc batch entries at

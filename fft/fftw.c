@@ -3,6 +3,7 @@
  * for scratch (SIMD alignment). With FFTW_MEASURE rank 0 plans first and its
  * wisdom is broadcast, so the other ranks reuse its measurements. */
 #include <fftw3.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,25 +46,24 @@ static dist_status share_wisdom(dist_fft_plan *p, MPI_Comm comm, dist_status min
   long long len = -1;
   if (p->me == 0 && !mine) {
     w = is_d(p) ? export__d() : export__f();
-    len = w ? (long long)strlen(w) : -1;
+    len = w && strlen(w) < INT_MAX ? (long long)strlen(w) : -1;
   }
-  int rc = MPI_Bcast(&len, 1, MPI_LONG_LONG, 0, comm);
-  if (rc == MPI_SUCCESS && len >= 0 && p->me != 0 && !(w = malloc((size_t)len + 1))) len = -2;
-  if (rc == MPI_SUCCESS && len >= 0) rc = MPI_Bcast(w ? w : (char[1]){0}, (int)len + 1, MPI_CHAR, 0, comm);
-  if (rc == MPI_SUCCESS && len >= 0 && p->me != 0) (void)(is_d(p) ? import__d(w) : import__f(w));
+  int rc = MPI_Bcast(&len, 1, MPI_LONG_LONG, 0, comm), have = 1, all = 0;
+  if (rc == MPI_SUCCESS && len >= 0 && p->me != 0) have = (w = malloc((size_t)len + 1)) != NULL;
+  if (rc == MPI_SUCCESS && len >= 0) rc = MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, comm);
+  if (rc == MPI_SUCCESS && len >= 0 && all) rc = MPI_Bcast(w, (int)len + 1, MPI_CHAR, 0, comm);
+  if (rc == MPI_SUCCESS && len >= 0 && all && p->me != 0) (void)(is_d(p) ? import__d(w) : import__f(w));
   if (p->me == 0) fftw_free(w);
   else free(w);
   if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Bcast (FFTW wisdom)");
   return DIST_SUCCESS; /* no wisdom is not an error: the ranks measure for themselves */
 }
 
-static dist_status create(dist_fft_plan *p) {
+static dist_status create(dist_fft_plan *p, MPI_Comm comm) {
   if (!p->measure || p->P == 1) return is_d(p) ? create__d(p) : create__f(p);
-  dist__group *g;
-  DIST_CHECK(dist__group_find(p->group, &g));
   dist_status s = DIST_SUCCESS;
   if (p->me == 0) s = is_d(p) ? create__d(p) : create__f(p);
-  dist_status w = share_wisdom(p, g->comm, s);
+  dist_status w = share_wisdom(p, comm, s);
   if (p->me != 0 && !w) s = is_d(p) ? create__d(p) : create__f(p);
   return s ? s : w;
 }
@@ -72,6 +72,8 @@ static void destroy(dist_fft_plan *p) { is_d(p) ? destroy__d(p) : destroy__f(p);
 
 static dist_status rows(dist_fft_plan *p, int inverse, const void *in, void *out, int64_t nl) {
   int r = inverse ? ROWS_INV : ROWS_FWD;
+  if (inverse && p->type == DIST_FFT_R2C && p->rank == 3) /* the same result as cuFFT's, by definition */
+    dist__fft_hermitize_host((void *)in, is_d(p), nl * p->in_sizes[p->me], p->n1, p->R, p->n2);
   return is_d(p) ? run__d(p, r, nl, in, out) : run__f(p, r, nl, in, out);
 }
 

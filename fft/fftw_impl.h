@@ -66,19 +66,22 @@ static dist_status F(get_)(dist_fft_plan *p, int r, int64_t nl, const void *in, 
       *plan = (X(plan))st->cache[r][i].plan;
       return DIST_SUCCESS;
     }
-  if (st->n[r] == CACHE)
-    return dist__error(DIST_ERR_INTERNAL, "dist_fft: more than %d array alignments for one plan", CACHE);
+  if (st->n[r] == CACHE) { /* evict the oldest */
+    X(destroy_plan)((X(plan))st->cache[r][0].plan);
+    memmove(st->cache[r], st->cache[r] + 1, sizeof(fftw_entry) * (CACHE - 1));
+    st->n[r]--;
+  }
   size_t nin, nout;
   F(extent_)(p, r, nl, &nin, &nout);
   char *bin = X(malloc)(sizeof(REAL) * nin + 64), *bout = inplace ? NULL : X(malloc)(sizeof(REAL) * nout + 64);
   X(plan) made = NULL;
-  if (bin && (inplace || bout))
-    made = F(make_)(p, r, nl, bin + ain, inplace ? bin + ain : bout + aout);
+  int have = bin && (inplace || bout);
+  if (have) made = F(make_)(p, r, nl, bin + ain, inplace ? bin + ain : bout + aout);
   X(free)(bin);
   X(free)(bout);
   if (!made)
-    return dist__error(DIST_ERR_INTERNAL, "dist_fft: FFTW could not plan the %s transform (%s)", role_name[r],
-                       bin ? "planner failed" : "out of memory");
+    return dist__error(have ? DIST_ERR_INTERNAL : DIST_ERR_NO_MEMORY, "dist_fft: FFTW could not plan the %s transform (%s)",
+                       role_name[r], have ? "planner failed" : "out of memory for its planning arrays");
   st->cache[r][st->n[r]++] = (fftw_entry){ain, aout, nl, (void *)made};
   *plan = made;
   return DIST_SUCCESS;

@@ -3,6 +3,7 @@
  * DIST_VERIFY says: a plan is made once and a disagreement would corrupt
  * every later exchange), then allocates scratch and makes the local plans and
  * agrees again, so a failure on one rank is an error on all. */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,21 @@
 
 size_t dist__fft_csize(const dist_fft_plan *p) { return p->prec == DIST_F64 ? 16 : 8; }
 
+int dist__fft_device_enter(const dist_fft_plan *p) {
+  int prev = -1;
+#ifdef HAVE_CUFFT
+  if (p->mem == DIST_MEM_CUDA && p->device >= 0 && cudaGetDevice(&prev) == cudaSuccess && prev != p->device)
+    cudaSetDevice(p->device);
+#endif
+  return prev;
+}
+
+void dist__fft_device_leave(const dist_fft_plan *p, int prev) {
+#ifdef HAVE_CUFFT
+  if (p->mem == DIST_MEM_CUDA && prev >= 0 && prev != p->device) cudaSetDevice(prev);
+#endif
+}
+
 /* Sizes per rank along a split dim: given (each >= 0, adding up to n) or
  * from the split rule (n >= ranks). */
 static dist_status split(const dist_fft_plan *p, const int64_t *given, int64_t n, const char *name,
@@ -24,6 +40,9 @@ static dist_status split(const dist_fft_plan *p, const int64_t *given, int64_t n
     for (int r = 0; r < p->P; r++) {
       if (given[r] < 0)
         return dist__error(DIST_ERR_INVALID_ARGUMENT, WHAT ": %s[%d] = %lld is negative", name, r, (long long)given[r]);
+      if (given[r] > n - sum)
+        return dist__error(DIST_ERR_INVALID_ARGUMENT, WHAT ": %s add up to more than %s = %lld (at entry %d)", name,
+                           dim, (long long)n, r);
       sizes[r] = given[r];
       sum += given[r];
     }
@@ -73,13 +92,21 @@ static dist_status check_args(dist_fft_plan *p, dist_fft_plan **out, dist_fft_ty
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0)
       return dist__error(DIST_ERR_UNSUPPORTED, WHAT ": CUDA memory was asked for but no CUDA device is present");
-    if (o->device < 0 || o->device >= n)
+    if (o->device >= n)
       return dist__error(DIST_ERR_INVALID_ARGUMENT, WHAT ": device %d does not exist (%d devices)", o->device, n);
+    if (o->device < 0 && cudaGetDevice(&p->device) != cudaSuccess)
+      return dist__error(DIST_ERR_CUDA, WHAT ": cudaGetDevice failed");
 #endif
   }
+  /* Every count and byte size below derives from these products. */
+  int64_t total = 1;
+  for (int d = 0; d < ndim; d++)
+    if (__builtin_mul_overflow(total, shape[d], &total) || total > (INT64_MAX >> 6))
+      return dist__error(DIST_ERR_INVALID_ARGUMENT, WHAT ": the array of shape[0..%d] has too many elements", d);
   p->type = type, p->prec = prec, p->mem = mem, p->ndim = ndim, p->rank = rank;
   p->cplx = prec == DIST_F64 ? DIST_C128 : DIST_C64;
-  p->norm = o->norm, p->layout = o->layout, p->measure = o->measure != 0, p->device = o->device;
+  p->norm = o->norm, p->layout = o->layout, p->measure = o->measure != 0;
+  if (mem != DIST_MEM_CUDA || o->device >= 0) p->device = o->device;
   p->destroy_input = o->destroy_input != 0 && o->layout == DIST_FFT_OUT_TRANSPOSED;
   memcpy(p->shape, shape, sizeof *shape * (size_t)ndim);
   p->L = 1;
@@ -100,7 +127,8 @@ static dist_status check_args(dist_fft_plan *p, dist_fft_plan **out, dist_fft_ty
 
 /* Counts, scales, scratch and the engine's plans; each step agreed on, as
  * the engine's planning may communicate (FFTW wisdom). */
-static dist_status build(dist_fft_plan *p, MPI_Comm comm) {
+static dist_status build(dist_fft_plan *p, const dist__call *c) {
+  MPI_Comm comm = c->g->comm;
   int me = p->me;
   int64_t n0me = p->in_sizes[me], k1me = p->out_sizes[me];
   for (int r = 0; r < p->P; r++) {
@@ -113,25 +141,40 @@ static dist_status build(dist_fft_plan *p, MPI_Comm comm) {
   p->scale_fwd = p->norm == DIST_FFT_NORM_BACKWARD ? 1.0 : p->norm == DIST_FFT_NORM_ORTHO ? 1.0 / sqrt(N) : 1.0 / N;
   p->scale_inv = p->norm == DIST_FFT_NORM_FORWARD ? 1.0 : p->norm == DIST_FFT_NORM_ORTHO ? 1.0 / sqrt(N) : 1.0 / N;
   size_t cs = dist__fft_csize(p);
-  /* Host: chunks of A that stay in a core's cache (multiples of 16 entries,
-   * so every chunk keeps the arrays' SIMD alignment); device: one chunk. */
+  /* Host: chunks of A that stay in a core's cache, a multiple of m entries
+   * so that every chunk of the input keeps its SIMD alignment (64 bytes
+   * covers every FFTW build); device: one chunk. */
   int64_t entry = n0me * p->k1 * p->R * (int64_t)cs, lc = entry ? (int64_t)(CHUNK_BYTES / entry) : p->L;
-  p->lc = p->mem == DIST_MEM_CUDA || lc >= p->L ? p->L : lc < 16 ? 16 : lc / 16 * 16;
+  int64_t in_bytes = n0me * p->n1 * p->n2 * (int64_t)(p->type == DIST_FFT_C2C ? cs : cs / 2), g = 64, m;
+  for (int64_t x = in_bytes; x; ) { int64_t t = g % x; g = x; x = t; } /* gcd(64, in_bytes) */
+  m = 64 / g;
+  p->lc = p->mem == DIST_MEM_CUDA || lc >= p->L ? p->L : lc < m ? m : lc / m * m;
   if (p->lc > p->L || p->lc < 1) p->lc = p->L;
   size_t w_elems = (size_t)(p->L * n0me * p->k1 * p->R);
   p->a_elems = (size_t)(p->lc * n0me * p->k1 * p->R);
   p->t_elems = (size_t)(p->n0 * p->L * k1me * p->R);
-  p->workspace = cs * (p->a_elems + w_elems + p->t_elems);
+  size_t t_alloc = p->destroy_input ? 0 : p->t_elems; /* TRANSPOSED with destroy_input never uses T */
+  if (p->layout == DIST_FFT_OUT_SAME) t_alloc = p->t_elems;
+  p->workspace = cs * (p->a_elems + w_elems + t_alloc);
+  dist_status s = DIST_SUCCESS;
+  /* MPI counts are ints: refuse here, agreed, rather than in the middle of a transform. */
+  for (int r = 0; r < p->P && p->P > 1 && strcmp(c->be->name, "nccl") != 0; r++)
+    if (p->send_displs[r] + p->send_counts[r] > INT_MAX || p->recv_displs[r] + p->recv_counts[r] > INT_MAX) {
+      s = dist__error(DIST_ERR_UNSUPPORTED,
+                      WHAT ": the exchange on this rank spans more than 2^31-1 complex elements, beyond MPI's int "
+                      "counts; use more ranks");
+      break;
+    }
 #ifdef HAVE_CUFFT
   p->eng = p->mem == DIST_MEM_CUDA ? &dist__fft_cufft : &dist__fft_fftw;
 #else
   p->eng = &dist__fft_fftw;
 #endif
-  dist_status s = p->eng->alloc(p, cs * p->a_elems, &p->A);
+  if (!s) s = p->eng->alloc(p, cs * p->a_elems, &p->A);
   if (!s) s = p->eng->alloc(p, cs * w_elems, &p->W);
-  if (!s) s = p->eng->alloc(p, cs * p->t_elems, &p->T);
+  if (!s) s = p->eng->alloc(p, cs * t_alloc, &p->T);
   if (p->P > 1) s = dist__agree(comm, s, WHAT);
-  if (!s) s = p->eng->create(p);
+  if (!s) s = p->eng->create(p, comm);
   if (p->P > 1) s = dist__agree(comm, s, WHAT);
   return s;
 }
@@ -166,9 +209,13 @@ dist_status dist_fft_plan_create(dist_fft_plan **plan, dist_fft_type type, dist_
     memcpy(c.sig.shape, shape, sizeof *shape * (size_t)ndim);
     dist__sig_sizes(&c, p->in_sizes);
     dist__sig_sizes(&c, p->out_sizes);
+    p->sizes_hash = c.sig.sizes;
   }
+  if (!s) s = dist__call_backend(&c, memory);
   s = dist__call_verify_always(&c, s);
-  if (!s) s = build(p, c.g->comm);
+  int dev = dist__fft_device_enter(p);
+  if (!s) s = build(p, &c);
+  dist__fft_device_leave(p, dev);
   if (s) {
     dist_fft_plan_destroy(p);
     return s;
@@ -179,12 +226,14 @@ dist_status dist_fft_plan_create(dist_fft_plan **plan, dist_fft_type type, dist_
 
 void dist_fft_plan_destroy(dist_fft_plan *p) {
   if (!p) return;
+  int dev = dist__fft_device_enter(p);
   if (p->eng) {
     p->eng->destroy(p);
     p->eng->free(p, p->A);
     p->eng->free(p, p->W);
     p->eng->free(p, p->T);
   }
+  dist__fft_device_leave(p, dev);
   free(p->in_sizes);
   free(p->send_counts);
   free(p);

@@ -27,6 +27,16 @@ static dist_status finish(dist_status s, void *dev, void *hrecv, size_t bytes, v
   return s;
 }
 
+/* As finish, but upload only the ranges the call receives into (MPI leaves
+ * the gaps between them untouched, and so must this). */
+static dist_status finish_ranges(dist_status s, const dist__group *g, void *dev, void *hrecv, const size_t *counts,
+                                 const size_t *displs, size_t es, void *hsend) {
+  for (int r = 0; !s && dev && r < g->size; r++)
+    if (counts[r])
+      s = dist__mem_upload(DIST_MEM_CUDA, (char *)dev + displs[r] * es, (char *)hrecv + displs[r] * es, counts[r] * es);
+  return finish(s, NULL, hrecv, 0, hsend);
+}
+
 static size_t total(const dist__group *g, const size_t *counts, const size_t *displs) {
   size_t end = 0;
   for (int r = 0; r < g->size; r++)
@@ -64,7 +74,7 @@ static dist_status all_gather_v(dist__group *g, const void *send, void *recv, co
   DIST_CHECK(host_copy(send, c[g->rank] * es, &hs));
   dist_status s = host_copy(NULL, rb, &hr);
   if (s) return finish(s, NULL, hs, 0, hs);
-  return finish(mpi->all_gather_v(g, hs, hr, c, d, t, NULL), recv, hr, rb, hs);
+  return finish_ranges(mpi->all_gather_v(g, hs, hr, c, d, t, NULL), g, recv, hr, c, d, es, hs);
 }
 
 static dist_status reduce_scatter_v(dist__group *g, const void *send, void *recv, const size_t *c, const size_t *d,
@@ -85,7 +95,7 @@ static dist_status gather_v(dist__group *g, const void *send, void *recv, const 
   DIST_CHECK(host_copy(send, c[me] * es, &hs));
   dist_status s = host_copy(NULL, rb, &hr);
   if (s) return finish(s, NULL, hs, 0, hs);
-  return finish(mpi->gather_v(g, hs, hr, c, d, t, root), me == root ? recv : NULL, hr, rb, hs);
+  return finish_ranges(mpi->gather_v(g, hs, hr, c, d, t, root), g, me == root ? recv : NULL, hr, c, d, es, hs);
 }
 
 static dist_status scatter_v(dist__group *g, const void *send, void *recv, const size_t *c, const size_t *d,
@@ -106,7 +116,7 @@ static dist_status all_to_all_v(dist__group *g, const void *send, const size_t *
   DIST_CHECK(host_copy(send, total(g, sc, sd) * es, &hs));
   dist_status s = host_copy(NULL, rb, &hr);
   if (s) return finish(s, NULL, hs, 0, hs);
-  return finish(mpi->all_to_all_v(g, hs, sc, sd, hr, rc, rd, t, NULL), recv, hr, rb, hs);
+  return finish_ranges(mpi->all_to_all_v(g, hs, sc, sd, hr, rc, rd, t, NULL), g, recv, hr, rc, rd, es, hs);
 }
 
 static dist_status barrier(dist__group *g) {

@@ -847,6 +847,25 @@ static void test_destroy_input(void) {
   }
 }
 
+/* Many batch entries: the host engine transforms rows in cache-sized chunks
+ * (a shorter last chunk, chunk offsets that keep or change the alignment). */
+static void test_chunked(void) {
+  const int64_t s1[3] = {40, 64, 1024}, s2[3] = {40, 8, 1001};
+  fcase cases[3] = {mkcase(DIST_FFT_R2C, DIST_F32, 2, 3, s1, DIST_FFT_OUT_TRANSPOSED, DIST_FFT_NORM_BACKWARD),
+                    mkcase(DIST_FFT_R2C, DIST_F32, 2, 3, s2, DIST_FFT_OUT_SAME, DIST_FFT_NORM_ORTHO),
+                    mkcase(DIST_FFT_C2C, DIST_F64, 2, 3, s2, DIST_FFT_OUT_TRANSPOSED, DIST_FFT_NORM_FORWARD)};
+  for (int i = 0; i < 3; i++) {
+    fctx x;
+    if (!CTX_OPEN(&x, &cases[i])) continue;
+    uint64_t seed = 8700 + 10 * (uint64_t)i;
+    CHECK_FORWARD(&x, seed);
+    check_forward_(&x, seed + 1, 4, "shifted", __LINE__);
+    CHECK_INVERSE(&x, seed + 2);
+    CHECK_GRAD_FORMULA(&x, seed + 3);
+    ctx_close(&x);
+  }
+}
+
 /* Plans on named groups: the even world ranks (a rank list: the others are not
  * members and do not call), consecutive pairs (one copy per pair, each with
  * its own data) and the strided axis of a mesh. */
@@ -1270,6 +1289,7 @@ static CU_TestInfo grad_tests[] = {
 static CU_TestInfo plan_tests[] = {
     {"measure", test_measure},
     {"destroy_input", test_destroy_input},
+    {"chunked row transforms", test_chunked},
     {"groups", test_groups},
     {"re-execution, misaligned buffers", test_reexecute},
     CU_TEST_INFO_NULL};

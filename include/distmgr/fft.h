@@ -62,13 +62,13 @@ typedef struct dist_fft_options {
   const int64_t *out_sizes; /* k1 entries per rank: the split of the transposed layout (the output of
                                TRANSPOSED plans, the middle step of SAME plans); NULL: the rule of
                                dist_compute_split_shapes, which needs k1 >= ranks */
-  int device;               /* CUDA plans: the device of the tensors */
+  int device;               /* CUDA plans: the device of the tensors; -1: the current device */
   int destroy_input;        /* 1: with the TRANSPOSED layout, dist_fft_inverse and dist_fft_forward_backward
                                transform their input in place and leave garbage there, saving one copy (as
                                FFTW_DESTROY_INPUT); 0: every input is preserved */
 } dist_fft_options;
 
-#define DIST_FFT_OPTIONS_INIT {NULL, DIST_FFT_NORM_BACKWARD, DIST_FFT_OUT_TRANSPOSED, 0, NULL, NULL, 0, 0}
+#define DIST_FFT_OPTIONS_INIT {NULL, DIST_FFT_NORM_BACKWARD, DIST_FFT_OUT_TRANSPOSED, 0, NULL, NULL, -1, 0}
 
 typedef struct dist_fft_plan dist_fft_plan;
 
@@ -111,7 +111,9 @@ size_t dist_fft_workspace_bytes(const dist_fft_plan *plan);
 /* Collective over the plan's group. `in` and `out` must have exactly the
  * shapes, dtypes and memory of dist_fft_local_input / _output (forward) or
  * the reverse (inverse), and must not overlap. CUDA plans run on the stream
- * of dist_cuda_set_stream and return without waiting for the device. */
+ * of dist_cuda_set_stream and return without waiting for the device; a plan
+ * owns its scratch, so one plan's calls must not overlap (one stream, or
+ * one plan per stream). */
 dist_status dist_fft_forward(dist_fft_plan *plan, const dist_tensor *in, dist_tensor *out);
 dist_status dist_fft_inverse(dist_fft_plan *plan, const dist_tensor *in, dist_tensor *out);
 
