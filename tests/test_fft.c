@@ -27,6 +27,7 @@
 #include <strings.h>
 
 #include "cunit_main.h"
+#include "fft_ref.h"
 #include "coll_values.h" /* grp/group_info, dtype names, is_complex, seeded unit() */
 
 #define MAXW 64
@@ -52,9 +53,7 @@ static int64_t prod(const int64_t *v, int n) {
   return p;
 }
 
-static int comps(dist_dtype dt) { return is_complex(dt) ? 2 : 1; } /* scalars per element */
 static dist_dtype cplx_of(dist_dtype prec) { return prec == DIST_F32 ? DIST_C64 : DIST_C128; }
-static double tol_of(dist_dtype prec) { return prec == DIST_F32 ? 1e-5 : 1e-12; }
 
 /* Scalar i of a float or double array. */
 static double sget(dist_dtype prec, const void *p, int64_t i) { return load(prec, p, i).re; }
@@ -79,13 +78,6 @@ static double gred(const char *group, double v, MPI_Op op) {
 
 /* ---- the split rules, written out here as the reference ------------------------------ */
 
-/* dist_compute_split_shapes: 10 over 4 is 3,3,3,1 and 9 over 4 is 2,2,2,3. */
-static void ref_split(int64_t size, int n, int64_t *out) {
-  int64_t c = (size + n - 1) / n;
-  if (n > 1 && size - c * (n - 1) <= 0) c = size / n;
-  for (int i = 0; i < n - 1; i++) out[i] = c;
-  out[n - 1] = size - c * (n - 1);
-}
 
 /* Uneven sizes adding up to total, with zeros: at P > 1 rank r gets nothing
  * when (r + salt) % 3 == 0, the others share total in weights 3 and 1 (at 3
@@ -427,54 +419,14 @@ static int expect_piece_(const fctx *x, const char *what, const dist_fft_local *
 
 /* ---- serial references (FFTW, double, the whole array in natural order) ----------------- */
 
-typedef enum { REF_R2C, REF_C2R, REF_DFT, REF_IDFT } ref_kind;
 
 /* B unscaled transforms of the fft_rank sizes n. R2C: B*N reals -> B*NH
  * complex, NH = N / n_last * (n_last/2+1); C2R the reverse; DFT (exponent -1)
  * and IDFT (+1): B*N complex. */
 static void ref_fft(const geom *g, ref_kind kind, const double *in, double *out) {
-  int n[3];
-  for (int i = 0; i < g->fr; i++) n[i] = (int)g->n[i];
-  int howmany = (int)g->B, N = (int)g->N, NH = (int)(g->N / g->n[g->fr - 1] * (g->n[g->fr - 1] / 2 + 1));
-  size_t real_bytes = (size_t)howmany * (size_t)N * sizeof(double);
-  size_t half_bytes = (size_t)howmany * (size_t)NH * sizeof(fftw_complex);
-  size_t full_bytes = (size_t)howmany * (size_t)N * sizeof(fftw_complex);
-  fftw_plan plan;
-  if (kind == REF_R2C) {
-    double *a = fftw_malloc(real_bytes);
-    fftw_complex *b = fftw_malloc(half_bytes);
-    plan = fftw_plan_many_dft_r2c(g->fr, n, howmany, a, NULL, 1, N, b, NULL, 1, NH, FFTW_ESTIMATE);
-    memcpy(a, in, real_bytes);
-    fftw_execute(plan);
-    memcpy(out, b, half_bytes);
-    fftw_free(a), fftw_free(b);
-  } else if (kind == REF_C2R) { /* c2r overwrites its input: plan on a copy */
-    fftw_complex *a = fftw_malloc(half_bytes);
-    double *b = fftw_malloc(real_bytes);
-    plan = fftw_plan_many_dft_c2r(g->fr, n, howmany, a, NULL, 1, NH, b, NULL, 1, N, FFTW_ESTIMATE);
-    memcpy(a, in, half_bytes);
-    fftw_execute(plan);
-    memcpy(out, b, real_bytes);
-    fftw_free(a), fftw_free(b);
-  } else {
-    fftw_complex *a = fftw_malloc(full_bytes), *b = fftw_malloc(full_bytes);
-    plan = fftw_plan_many_dft(g->fr, n, howmany, a, NULL, 1, N, b, NULL, 1, N,
-                              kind == REF_DFT ? FFTW_FORWARD : FFTW_BACKWARD, FFTW_ESTIMATE);
-    memcpy(a, in, full_bytes);
-    fftw_execute(plan);
-    memcpy(out, b, full_bytes);
-    fftw_free(a), fftw_free(b);
-  }
-  fftw_destroy_plan(plan);
+  ref_fft_many(g->fr, g->n, g->B, kind, in, out);
 }
 
-/* numpy's norms: the forward's and the inverse's scale. */
-static double fwd_scale(dist_fft_norm norm, int64_t N) {
-  return norm == DIST_FFT_NORM_BACKWARD ? 1.0 : norm == DIST_FFT_NORM_ORTHO ? 1.0 / sqrt((double)N) : 1.0 / (double)N;
-}
-static double inv_scale(dist_fft_norm norm, int64_t N) {
-  return norm == DIST_FFT_NORM_BACKWARD ? 1.0 / (double)N : norm == DIST_FFT_NORM_ORTHO ? 1.0 / sqrt((double)N) : 1.0;
-}
 
 static void scale_by(double *a, int64_t n, double s) {
   for (int64_t i = 0; i < n; i++) a[i] *= s;
@@ -482,14 +434,6 @@ static void scale_by(double *a, int64_t n, double s) {
 
 /* n scalars in [-1, 1), a function of (seed, i) only, rounded to the
  * precision so that the library and the reference see the same numbers. */
-static double *gen_global(uint64_t seed, int64_t n, dist_dtype prec) {
-  double *a = malloc((size_t)n * sizeof *a + 8);
-  for (int64_t i = 0; i < n; i++) {
-    double v = 2 * unit(seed, 0, i) - 1;
-    a[i] = prec == DIST_F32 ? (double)(float)v : v;
-  }
-  return a;
-}
 
 static void round_to(dist_dtype prec, double *a, int64_t n) {
   if (prec == DIST_F32)

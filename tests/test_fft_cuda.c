@@ -45,6 +45,7 @@ int main(void) {
 #include <string.h>
 
 #include "cunit_main.h"
+#include "fft_ref.h"
 #include "coll_values.h" /* dtype names and sizes, is_complex, seeded unit() */
 
 #define MAXW 64
@@ -77,8 +78,6 @@ static int64_t prod(const int64_t *v, int n) {
   return p;
 }
 
-static int comps(dist_dtype dt) { return is_complex(dt) ? 2 : 1; }
-static double tol_of(dist_dtype prec) { return prec == DIST_F32 ? 1e-5 : 1e-12; }
 static double sget(dist_dtype prec, const void *p, int64_t i) { return load(prec, p, i).re; }
 static void sset(dist_dtype prec, void *p, int64_t i, double v) { store(prec, p, i, (cval){v, 0}); }
 
@@ -114,13 +113,6 @@ static const fcase CASES[] = {
 };
 #define NCASES (int)(sizeof CASES / sizeof CASES[0])
 
-/* dist_compute_split_shapes, written out */
-static void ref_split(int64_t size, int n, int64_t *out) {
-  int64_t c = (size + n - 1) / n;
-  if (n > 1 && size - c * (n - 1) <= 0) c = size / n;
-  for (int i = 0; i < n - 1; i++) out[i] = c;
-  out[n - 1] = size - c * (n - 1);
-}
 
 /* Uneven sizes adding up to total, rank r empty when (r + salt) % 3 == 0 (at P > 1). */
 static void uneven_sizes(int64_t total, int P, int salt, int64_t *sizes) {
@@ -293,48 +285,13 @@ static int expect_piece_(const fctx *x, const char *what, const dist_fft_local *
 
 /* ---- serial references ------------------------------------------------------------------ */
 
-typedef enum { REF_R2C, REF_C2R, REF_DFT, REF_IDFT } ref_kind;
 
 /* B unscaled transforms over the whole array in natural order (see test_fft.c). */
 static void ref_fft(const fctx *x, ref_kind kind, const double *in, double *out) {
-  int n[3], fr = x->c.fr;
-  for (int i = 0; i < fr; i++) n[i] = (int)x->n[i];
-  int howmany = (int)x->B, N = (int)x->N, NH = (int)(x->N / x->n[fr - 1] * (x->n[fr - 1] / 2 + 1));
-  size_t rb = (size_t)howmany * (size_t)N * sizeof(double), hb = (size_t)howmany * (size_t)NH * sizeof(fftw_complex);
-  size_t fb = (size_t)howmany * (size_t)N * sizeof(fftw_complex);
-  void *a = fftw_malloc(kind == REF_R2C ? rb : kind == REF_C2R ? hb : fb);
-  void *b = fftw_malloc(kind == REF_R2C ? hb : kind == REF_C2R ? rb : fb);
-  fftw_plan plan;
-  if (kind == REF_R2C)
-    plan = fftw_plan_many_dft_r2c(fr, n, howmany, a, NULL, 1, N, b, NULL, 1, NH, FFTW_ESTIMATE);
-  else if (kind == REF_C2R)
-    plan = fftw_plan_many_dft_c2r(fr, n, howmany, a, NULL, 1, NH, b, NULL, 1, N, FFTW_ESTIMATE);
-  else
-    plan = fftw_plan_many_dft(fr, n, howmany, a, NULL, 1, N, b, NULL, 1, N,
-                              kind == REF_DFT ? FFTW_FORWARD : FFTW_BACKWARD, FFTW_ESTIMATE);
-  memcpy(a, in, kind == REF_R2C ? rb : kind == REF_C2R ? hb : fb);
-  fftw_execute(plan);
-  memcpy(out, b, kind == REF_R2C ? hb : kind == REF_C2R ? rb : fb);
-  fftw_destroy_plan(plan);
-  fftw_free(a), fftw_free(b);
+  ref_fft_many(x->c.fr, x->n, x->B, kind, in, out);
 }
 
-static double fwd_scale(dist_fft_norm norm, int64_t N) {
-  return norm == DIST_FFT_NORM_BACKWARD ? 1.0 : norm == DIST_FFT_NORM_ORTHO ? 1.0 / sqrt((double)N) : 1.0 / (double)N;
-}
-static double inv_scale(dist_fft_norm norm, int64_t N) {
-  return norm == DIST_FFT_NORM_BACKWARD ? 1.0 / (double)N : norm == DIST_FFT_NORM_ORTHO ? 1.0 / sqrt((double)N) : 1.0;
-}
 
-/* n scalars in [-1, 1) from (seed, i), rounded to the precision. */
-static double *gen_global(uint64_t seed, int64_t n, dist_dtype prec) {
-  double *a = malloc((size_t)n * sizeof *a + 8);
-  for (int64_t i = 0; i < n; i++) {
-    double v = 2 * unit(seed, 0, i) - 1;
-    a[i] = prec == DIST_F32 ? (double)(float)v : v;
-  }
-  return a;
-}
 
 /* ---- checks ------------------------------------------------------------------------------ */
 
