@@ -1,4 +1,4 @@
-/* Serial references shared by the FFT tests: FFTW on the whole array (which
+/* What the FFT tests share: rank-tagged assertions, and serial references: FFTW on the whole array (which
  * every rank generates identically: the "gathered" array), the norms' scale
  * factors, the split rule written out, seeded global data. */
 #ifndef DISTMGR_TESTS_FFT_REF_H
@@ -10,6 +10,31 @@
 #include <string.h>
 
 #include "coll_values.h" /* is_complex, seeded unit() */
+
+/* ---- assertions with the rank and line ---------------------------------------------- */
+
+static int W, R; /* world size and rank from MPI itself */
+
+static void assert_at(int ok, int line, const char *what) {
+  CU_assertImplementation(ok ? CU_TRUE : CU_FALSE, (unsigned)line, what, __FILE__, "", CU_FALSE);
+}
+
+#define CHECK_OK(call, what) check_ok_((call), (what), __LINE__)
+static int check_ok_(dist_status s, const char *what, int line) {
+  if (s != DIST_SUCCESS)
+    fprintf(stderr, "[rank %d/%d] line %d: %s returned %d (%s: %s)\n", R, W, line, what, (int)s, dist_status_string(s),
+            dist_last_error());
+  assert_at(s == DIST_SUCCESS, line, what);
+  return s == DIST_SUCCESS;
+}
+
+static int64_t prod(const int64_t *v, int n) {
+  int64_t p = 1;
+  for (int i = 0; i < n; i++) p *= v[i];
+  return p;
+}
+
+/* ---- references ----------------------------------------------------------------------- */
 
 typedef enum { REF_R2C, REF_C2R, REF_DFT, REF_IDFT } ref_kind;
 

@@ -37,6 +37,7 @@ int main(void) {
 #include <string.h>
 
 #include "cunit_main.h"
+#include "cuda_skip.h"
 #include "coll_values.h" /* groups, dtypes, seeded values */
 
 static int W, R, DEV;  /* world size and rank from MPI; my CUDA ordinal from the manager */
@@ -464,12 +465,7 @@ int main(void) {
   }
   MPI_Comm_size(MPI_COMM_WORLD, &W);
   MPI_Comm_rank(MPI_COMM_WORLD, &R);
-  /* Skip together: every rank needs a device. */
-  int count = 0, least = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
-  MPI_Allreduce(&count, &least, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (least == 0) {
-    if (R == 0) printf("SKIP: no CUDA device\n");
+  if (cuda_skip_everywhere(R)) {
     dist_manager_finalize();
     return 77;
   }

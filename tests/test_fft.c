@@ -32,26 +32,6 @@
 
 #define MAXW 64
 
-static int W, R; /* world size and rank from MPI itself */
-
-static void assert_at(int ok, int line, const char *what) {
-  CU_assertImplementation(ok ? CU_TRUE : CU_FALSE, (unsigned)line, what, __FILE__, "", CU_FALSE);
-}
-
-#define CHECK_OK(call, what) check_ok_((call), (what), __LINE__)
-static int check_ok_(dist_status s, const char *what, int line) {
-  if (s != DIST_SUCCESS)
-    fprintf(stderr, "[rank %d/%d] line %d: %s returned %d (%s: %s)\n", R, W, line, what, (int)s, dist_status_string(s),
-            dist_last_error());
-  assert_at(s == DIST_SUCCESS, line, what);
-  return s == DIST_SUCCESS;
-}
-
-static int64_t prod(const int64_t *v, int n) {
-  int64_t p = 1;
-  for (int i = 0; i < n; i++) p *= v[i];
-  return p;
-}
 
 static dist_dtype cplx_of(dist_dtype prec) { return prec == DIST_F32 ? DIST_C64 : DIST_C128; }
 

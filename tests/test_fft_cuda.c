@@ -45,16 +45,14 @@ int main(void) {
 #include <string.h>
 
 #include "cunit_main.h"
+#include "cuda_skip.h"
 #include "fft_ref.h"
 #include "coll_values.h" /* dtype names and sizes, is_complex, seeded unit() */
 
 #define MAXW 64
 
-static int W, R, DEV; /* world size and rank from MPI; my CUDA ordinal from the manager */
+static int DEV; /* my CUDA ordinal from the manager */
 
-static void assert_at(int ok, int line, const char *what) {
-  CU_assertImplementation(ok ? CU_TRUE : CU_FALSE, (unsigned)line, what, __FILE__, "", CU_FALSE);
-}
 
 #define CUDA_OK(call) cuda_ok_((call), #call, __LINE__)
 static int cuda_ok_(cudaError_t e, const char *text, int line) {
@@ -63,20 +61,6 @@ static int cuda_ok_(cudaError_t e, const char *text, int line) {
   return e == cudaSuccess;
 }
 
-#define CALL_OK(call, what) call_ok_((call), (what), __LINE__)
-static int call_ok_(dist_status s, const char *what, int line) {
-  if (s != DIST_SUCCESS)
-    fprintf(stderr, "[rank %d/%d] line %d: %s returned %d (%s: %s)\n", R, W, line, what, (int)s, dist_status_string(s),
-            dist_last_error());
-  assert_at(s == DIST_SUCCESS, line, what);
-  return s == DIST_SUCCESS;
-}
-
-static int64_t prod(const int64_t *v, int n) {
-  int64_t p = 1;
-  for (int i = 0; i < n; i++) p *= v[i];
-  return p;
-}
 
 static double sget(dist_dtype prec, const void *p, int64_t i) { return load(prec, p, i).re; }
 static void sset(dist_dtype prec, void *p, int64_t i, double v) { store(prec, p, i, (cval){v, 0}); }
@@ -164,16 +148,16 @@ static int ctx_open(fctx *x, const fcase *c, int line) {
   char what[320];
   snprintf(what, sizeof what, "CUDA plan_create %s", x->name);
   dist_status sd = dist_fft_plan_create(&x->dplan, c->type, c->prec, DIST_MEM_CUDA, c->ndim, c->shape, c->fr, &opt);
-  call_ok_(sd, what, line);
+  check_ok_(sd, what, line);
   dist_status sh = dist_fft_plan_create(&x->hplan, c->type, c->prec, DIST_MEM_HOST, c->ndim, c->shape, c->fr, &opt);
-  call_ok_(sh, "host plan_create", line);
+  check_ok_(sh, "host plan_create", line);
   int ok = allred(sd == DIST_SUCCESS && sh == DIST_SUCCESS, MPI_MIN) > 0;
   if (ok) {
     dist_fft_local di, dout;
-    ok = call_ok_(dist_fft_local_input(x->hplan, &x->in), "local_input", line) &&
-         call_ok_(dist_fft_local_output(x->hplan, &x->out), "local_output", line) &&
-         call_ok_(dist_fft_local_input(x->dplan, &di), "CUDA local_input", line) &&
-         call_ok_(dist_fft_local_output(x->dplan, &dout), "CUDA local_output", line);
+    ok = check_ok_(dist_fft_local_input(x->hplan, &x->in), "local_input", line) &&
+         check_ok_(dist_fft_local_output(x->hplan, &x->out), "local_output", line) &&
+         check_ok_(dist_fft_local_input(x->dplan, &di), "CUDA local_input", line) &&
+         check_ok_(dist_fft_local_output(x->dplan, &dout), "CUDA local_output", line);
     if (ok) {
       int same = memcmp(di.shape, x->in.shape, sizeof di.shape) == 0 && di.dtype == x->in.dtype &&
                  memcmp(dout.shape, x->out.shape, sizeof dout.shape) == 0 && dout.dtype == x->out.dtype &&
@@ -304,9 +288,9 @@ static void check_both_(fctx *x, int inverse, const double *gsrc, const double *
   void *keep = malloc(ps->nbytes + 1);
   memcpy(keep, a.h, ps->nbytes);
   const char *what = inverse ? "inverse on the device" : "forward on the device";
-  int ok = call_ok_(inverse ? dist_fft_inverse(x->dplan, &a.dt, &b.dt) : dist_fft_forward(x->dplan, &a.dt, &b.dt), what,
+  int ok = check_ok_(inverse ? dist_fft_inverse(x->dplan, &a.dt, &b.dt) : dist_fft_forward(x->dplan, &a.dt, &b.dt), what,
                     line);
-  int host_ok = call_ok_(inverse ? dist_fft_inverse(x->hplan, &a.ht, &b.ht) : dist_fft_forward(x->hplan, &a.ht, &b.ht),
+  int host_ok = check_ok_(inverse ? dist_fft_inverse(x->hplan, &a.ht, &b.ht) : dist_fft_forward(x->hplan, &a.ht, &b.ht),
                          "the same on the host", line);
   void *got = download(&b), *src_after = download(&a);
   expect_piece_(x, what, pd, got, want, line);
@@ -372,8 +356,8 @@ static void check_round_trip_(fctx *x, uint64_t seed, int line) {
   double *src = gen_global(seed, x->B * x->N * comps(x->in.dtype), x->c.prec);
   pbuf a = pbuf_new(x, &x->in), f = pbuf_new(x, &x->out), b = pbuf_new(x, &x->in);
   scatter_piece(x, src, &a);
-  call_ok_(dist_fft_forward(x->dplan, &a.dt, &f.dt), "forward on the device (round trip)", line);
-  call_ok_(dist_fft_inverse(x->dplan, &f.dt, &b.dt), "inverse on the device (round trip)", line);
+  check_ok_(dist_fft_forward(x->dplan, &a.dt, &f.dt), "forward on the device (round trip)", line);
+  check_ok_(dist_fft_inverse(x->dplan, &f.dt, &b.dt), "inverse on the device (round trip)", line);
   void *got = download(&b);
   expect_piece_(x, "inverse(forward(x)) == x on the device", &x->in, got, src, line);
   free(got), free(src);
@@ -401,11 +385,11 @@ static void check_adjoint_(fctx *x, uint64_t seed, int line) {
     pbuf a = pbuf_new(x, pa), y = pbuf_new(x, py), fa = pbuf_new(x, py), by = pbuf_new(x, pa);
     fill_local(&a, prec, seed + (uint64_t)inv, 2 * R), fill_local(&y, prec, seed + (uint64_t)inv, 2 * R + 1);
     if (inv) {
-      call_ok_(dist_fft_inverse(x->dplan, &a.dt, &fa.dt), "inverse on the device", line);
-      call_ok_(dist_fft_inverse_backward(x->dplan, &y.dt, &by.dt), "inverse_backward on the device", line);
+      check_ok_(dist_fft_inverse(x->dplan, &a.dt, &fa.dt), "inverse on the device", line);
+      check_ok_(dist_fft_inverse_backward(x->dplan, &y.dt, &by.dt), "inverse_backward on the device", line);
     } else {
-      call_ok_(dist_fft_forward(x->dplan, &a.dt, &fa.dt), "forward on the device", line);
-      call_ok_(dist_fft_forward_backward(x->dplan, &y.dt, &by.dt), "forward_backward on the device", line);
+      check_ok_(dist_fft_forward(x->dplan, &a.dt, &fa.dt), "forward on the device", line);
+      check_ok_(dist_fft_forward_backward(x->dplan, &y.dt, &by.dt), "forward_backward on the device", line);
     }
     void *hfa = download(&fa), *hby = download(&by);
     double lhs = allred(dot(prec, hfa, y.h, y.nscal), MPI_SUM), rhs = allred(dot(prec, a.h, hby, a.nscal), MPI_SUM);
@@ -426,7 +410,7 @@ static void check_adjoint_(fctx *x, uint64_t seed, int line) {
 
 static void test_device(void) {
   dist_device dev;
-  CALL_OK(dist_manager_device(&dev), "dist_manager_device");
+  CHECK_OK(dist_manager_device(&dev), "dist_manager_device");
   CU_ASSERT_EQUAL(dev.kind, DIST_DEVICE_CUDA);
   int current = -1;
   CUDA_OK(cudaGetDevice(&current));
@@ -462,12 +446,12 @@ static void test_reexecute_stream(void) {
   for (int k = 0; k < 3; k++) CHECK_FORWARD(&x, 300 + (uint64_t)k);
   cudaStream_t s = NULL;
   if (CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking))) {
-    CALL_OK(dist_cuda_set_stream(s), "dist_cuda_set_stream");
+    CHECK_OK(dist_cuda_set_stream(s), "dist_cuda_set_stream");
     CU_ASSERT_TRUE(dist_cuda_stream() == s);
     CHECK_FORWARD(&x, 310);
     CHECK_INVERSE(&x, 311);
     CHECK_ADJOINT(&x, 312);
-    CALL_OK(dist_cuda_set_stream(0), "dist_cuda_set_stream(0)");
+    CHECK_OK(dist_cuda_set_stream(0), "dist_cuda_set_stream(0)");
     cudaStreamDestroy(s);
   }
   CHECK_FORWARD(&x, 320);
@@ -508,12 +492,7 @@ int main(void) {
   }
   MPI_Comm_size(MPI_COMM_WORLD, &W);
   MPI_Comm_rank(MPI_COMM_WORLD, &R);
-  /* Skip together: every rank needs a device. */
-  int count = 0, least = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
-  MPI_Allreduce(&count, &least, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (least == 0) {
-    if (R == 0) printf("SKIP: no CUDA device\n");
+  if (cuda_skip_everywhere(R)) {
     dist_manager_finalize();
     return 77;
   }
