@@ -15,5 +15,10 @@
 #include "distmgr/coll.h"
 #include "distmgr/mapping.h"
 #include "distmgr/fft.h"
+#include "distmgr/params.h"
+#include "distmgr/optim.h"
+#include "distmgr/ddp.h"
+#include "distmgr/dpo.h"
+#include "distmgr/daso.h"
 
 #endif

@@ -42,3 +42,20 @@ dist_status dist__agree_hash(MPI_Comm comm, uint64_t hash, const char *what) {
                        what);
   return DIST_SUCCESS;
 }
+
+dist_status dist__agree_status_hash(MPI_Comm comm, dist_status mine, uint64_t hash, const char *what) {
+  int rank;
+  MPI_Comm_rank(comm, &rank);
+  /* MAX over (-status << 32 | ~rank): the most negative code, lowest rank on ties. */
+  uint64_t in[3] = {mine ? ((uint64_t)(uint32_t)(-mine) << 32) | (uint32_t)(0x7fffffff - rank) : 0, hash, ~hash}, out[3];
+  int rc = MPI_Allreduce(in, out, 3, MPI_UINT64_T, MPI_MAX, comm);
+  if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Allreduce (agreement)");
+  if (out[0]) {
+    if (mine) return mine;
+    dist_status s = (dist_status)(-(int)(out[0] >> 32));
+    return dist__error(s, "%s failed on rank %d: %s", what, 0x7fffffff - (int)(out[0] & 0xffffffffu),
+                       dist_status_string(s));
+  }
+  if (out[1] != hash || out[2] != ~hash) return DIST_ERR_MISMATCH; /* the caller names what differs */
+  return DIST_SUCCESS;
+}

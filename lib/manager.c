@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "half_ops.h"
 #include "state.h"
 
 extern char **environ;
@@ -22,6 +23,7 @@ static void release_state(void) {
   dist__manager *m = &dist__state;
   int finalized = 0;
   dist__groups_free();
+  dist__half_ops_free();
   MPI_Finalized(&finalized);
   if (m->world != MPI_COMM_NULL && !finalized) MPI_Comm_free(&m->world);
   m->world = MPI_COMM_NULL;

@@ -53,6 +53,10 @@ dist_status dist__agree(MPI_Comm comm, dist_status mine, const char *what);
 /* Check with one all-reduce that every rank passes the same 64-bit `hash` for
  * the collective call `what`; DIST_ERR_MISMATCH on every rank otherwise. */
 dist_status dist__agree_hash(MPI_Comm comm, uint64_t hash, const char *what);
+/* Both in one all-reduce: the worst local status (as dist__agree) and whether
+ * every rank passed the same hash. A hash mismatch returns DIST_ERR_MISMATCH
+ * without a message: the caller writes one naming what differs. */
+dist_status dist__agree_status_hash(MPI_Comm comm, dist_status mine, uint64_t hash, const char *what);
 uint64_t dist__hash(uint64_t h, const void *data, size_t n);
 #define DIST__HASH_SEED 1469598103934665603ULL
 

@@ -1,0 +1,67 @@
+/* The DDP reducer's state, shared by ddp.c (layout, life cycle) and
+ * ddp_reduce.c (marking, launching, finalize) and ddp_progress.c. */
+#ifndef DISTMGR_DDP_INTERNAL_H
+#define DISTMGR_DDP_INTERNAL_H
+
+#include <pthread.h>
+
+#include "backend.h"
+#include "params_internal.h"
+
+typedef struct dist__bucket {
+  int nparams;
+  int *params;       /* parameter indices in bucket order (reverse registration) */
+  int64_t *offset;   /* element offset of each in the bucket */
+  int64_t numel;
+  dist_dtype dtype;  /* the parameters' dtype */
+  dist_memory memory;
+  int device;
+  void *buf;         /* numel elements of dtype */
+  dist_dtype wire;   /* what goes to the backend: dtype, or bf16/f16 when compressed */
+  void *wirebuf;     /* numel elements of wire (== buf when wire == dtype) */
+  int ready;         /* parameters marked so far this iteration */
+  int state;         /* DIST__BUCKET_* */
+  int in_buf;        /* the reduction ran on buf (f32) although wire is 16-bit: no widening after */
+  dist__pending pending;
+  dist_request *hook_req;
+} dist__bucket;
+
+enum { DIST__BUCKET_IDLE = 0, DIST__BUCKET_LAUNCHED, DIST__BUCKET_DONE };
+
+typedef struct dist__progress {
+  pthread_t thread;
+  pthread_mutex_t lock;
+  pthread_cond_t wake;
+  int running, stop, inflight; /* inflight: buckets launched and not yet waited */
+  MPI_Comm comm;               /* a private duplicate the thread probes */
+} dist__progress;
+
+struct dist_ddp {
+  dist_params *p;
+  dist__group *g;
+  const dist__backend **be; /* per bucket */
+  dist_ddp_options o;
+  dist_ddp_hook hook;
+  int has_hook;
+  int nb;
+  dist__bucket *b;
+  int *bucket_of, *slot_of; /* per parameter */
+  void **orig_grad;         /* grad_as_bucket_view: the user's buffers, restored at destroy */
+  unsigned char *marked;
+  int nmarked;
+  int next_launch;          /* buckets launch strictly in order */
+  int sync;
+  uint64_t bytes_sent;
+  void *scratch;            /* f32 scratch for averaging 16-bit buckets (host) */
+  dist__progress prog;
+};
+
+/* ddp_reduce.c */
+dist_status dist__ddp_launch_ready(dist_ddp *d);
+dist_status dist__ddp_wait_all(dist_ddp *d);
+/* ddp_progress.c */
+dist_status dist__ddp_progress_start(dist_ddp *d);
+void dist__ddp_progress_stop(dist_ddp *d);
+void dist__ddp_progress_add(dist_ddp *d, int n); /* launched (+1) / completed (-n) */
+
+#endif

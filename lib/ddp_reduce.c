@@ -1,0 +1,212 @@
+/* DDP reducer: marking gradients ready, launching buckets in order, and
+ * finalize (wait, average, write back). */
+#include <stdio.h>
+#include <string.h>
+
+#include "ddp_internal.h"
+#include "half_ops.h"
+#include "memops.h"
+
+static char *slot(const dist_ddp *d, int i) {
+  const dist__bucket *b = &d->b[d->bucket_of[i]];
+  return (char *)b->buf + (size_t)b->offset[d->slot_of[i]] * dist_dtype_size(b->dtype);
+}
+
+/* Sum a 16-bit buffer over the group without widening it on the wire. */
+static dist_status reduce16(dist_ddp *d, dist__bucket *b, const dist__backend *be, void *buf, dist_dtype t) {
+  size_t n = (size_t)b->numel;
+  if (be->can_reduce(t, DIST_SUM)) return be->all_reduce(d->g, buf, buf, n, t, DIST_SUM, &b->pending);
+  if (b->memory == DIST_MEM_HOST) {
+    MPI_Op op;
+    DIST_CHECK(dist__half_sum_op(t, &op));
+    if (n > 0x7fffffff) return dist__error(DIST_ERR_UNSUPPORTED, "bucket of %zu elements exceeds MPI's int count", n);
+    b->pending.state = NULL;
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_UINT16_T, op, d->g->comm, &b->pending.mpi);
+    return rc == MPI_SUCCESS ? DIST_SUCCESS : dist__mpi_error(rc, "MPI_Iallreduce (16-bit sum)");
+  }
+  /* Device memory without a 16-bit-capable backend (staged): keep the
+   * rounding of compression but sum in f32. */
+  if (t != b->wire || b->dtype != DIST_F32)
+    return dist__error(DIST_ERR_UNSUPPORTED, "%s gradients in device memory need NCCL (the staged backend cannot sum them)",
+                       dist_dtype_name(t));
+  DIST_CHECK(dist__mem_widen(b->memory, b->wirebuf, t, b->buf, n));
+  b->in_buf = 1;
+  return be->all_reduce(d->g, b->buf, b->buf, n, DIST_F32, DIST_SUM, &b->pending);
+}
+
+static dist_status launch(dist_ddp *d, int k) {
+  dist__bucket *b = &d->b[k];
+  const dist__backend *be = d->be[k];
+  size_t n = (size_t)b->numel;
+  dist_status s;
+  b->in_buf = 0;
+  if (d->has_hook) {
+    dist_tensor t = b->memory == DIST_MEM_CUDA ? dist_tensor_cuda(b->buf, b->dtype, b->device, 1, &b->numel)
+                                               : dist_tensor_host(b->buf, b->dtype, 1, &b->numel);
+    b->hook_req = NULL;
+    s = d->hook.start(d->hook.ctx, d->g->name, k, &t, &b->hook_req);
+    if (s) s = dist__error_context(s, "DDP communication hook (bucket %d)", k);
+  } else if (b->wire != b->dtype) {
+    s = dist__mem_narrow(b->memory, b->buf, b->wire, b->wirebuf, n);
+    if (!s) s = reduce16(d, b, be, b->wirebuf, b->wire);
+  } else if (dist__dtype_is16(b->dtype)) {
+    s = reduce16(d, b, be, b->buf, b->dtype);
+  } else {
+    s = be->all_reduce(d->g, b->buf, b->buf, n, b->dtype, DIST_SUM, &b->pending);
+  }
+  if (s) return dist__error_context(s, "DDP bucket %d", k);
+  d->bytes_sent += (uint64_t)n * dist_dtype_size(b->in_buf ? DIST_F32 : b->wire);
+  b->state = DIST__BUCKET_LAUNCHED;
+  dist__ddp_progress_add(d, 1);
+  return DIST_SUCCESS;
+}
+
+dist_status dist__ddp_launch_ready(dist_ddp *d) {
+  while (d->next_launch < d->nb && d->b[d->next_launch].ready == d->b[d->next_launch].nparams) {
+    DIST_CHECK(launch(d, d->next_launch));
+    d->next_launch++;
+  }
+  return DIST_SUCCESS;
+}
+
+static dist_status complete(dist_ddp *d, int k, int wait) {
+  dist__bucket *b = &d->b[k];
+  if (b->state != DIST__BUCKET_LAUNCHED) return DIST_SUCCESS;
+  int done = 1;
+  dist_status s;
+  if (d->has_hook) {
+    if (!b->hook_req) s = DIST_SUCCESS;
+    else if (wait) s = dist_request_wait(b->hook_req);
+    else s = dist_request_test(b->hook_req, &done);
+    if (done && b->hook_req) {
+      dist_request_free(b->hook_req);
+      b->hook_req = NULL;
+    }
+    if (!s && done && d->hook.finish) {
+      dist_tensor t = b->memory == DIST_MEM_CUDA ? dist_tensor_cuda(b->buf, b->dtype, b->device, 1, &b->numel)
+                                                 : dist_tensor_host(b->buf, b->dtype, 1, &b->numel);
+      s = d->hook.finish(d->hook.ctx, k, &t);
+    }
+  } else {
+    s = wait ? d->be[k]->wait(&b->pending) : d->be[k]->test(&b->pending, &done);
+  }
+  if (done || s) {
+    b->state = DIST__BUCKET_DONE;
+    dist__ddp_progress_add(d, -1);
+  }
+  return s ? dist__error_context(s, "DDP bucket %d", k) : DIST_SUCCESS;
+}
+
+/* One test of the oldest bucket in flight drives MPI's progress engine for
+ * all of them. */
+static dist_status poke(dist_ddp *d) {
+  for (int k = 0; k < d->next_launch; k++)
+    if (d->b[k].state == DIST__BUCKET_LAUNCHED) return complete(d, k, 0);
+  return DIST_SUCCESS;
+}
+
+dist_status dist_ddp_mark_ready(dist_ddp *d, int i) {
+  if (!d) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_ddp_mark_ready: reducer is NULL");
+  if (i < 0 || i >= d->p->n)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_ddp_mark_ready: index %d not in [0, %d)", i, d->p->n);
+  if (d->marked[i])
+    return dist__error(DIST_ERR_INVALID_ARGUMENT,
+                       "dist_ddp_mark_ready: parameter %d '%s' marked ready twice in one iteration (call "
+                       "dist_ddp_finalize between iterations)", i, d->p->p[i].name);
+  d->marked[i] = 1;
+  d->nmarked++;
+  if (!d->sync) return DIST_SUCCESS;
+  const dist__param *q = &d->p->p[i];
+  if (!d->o.grad_as_bucket_view) {
+    size_t bytes = dist__param_bytes(q);
+    DIST_CHECK(dist__mem_copy2d(q->memory, slot(d, i), bytes, q->grad, bytes, bytes, 1));
+  }
+  d->b[d->bucket_of[i]].ready++;
+  DIST_CHECK(dist__ddp_launch_ready(d));
+  if (d->o.progress == DIST_DDP_PROGRESS_TEST) DIST_CHECK(poke(d));
+  return DIST_SUCCESS;
+}
+
+dist_status dist__ddp_wait_all(dist_ddp *d) {
+  dist_status first = DIST_SUCCESS;
+  for (int k = 0; k < d->nb; k++) {
+    dist_status s = complete(d, k, 1);
+    if (s && !first) first = s;
+  }
+  return first;
+}
+
+/* Average bucket k in place (after its sum arrived) and copy it back. */
+static dist_status average(dist_ddp *d, int k) {
+  dist__bucket *b = &d->b[k];
+  size_t n = (size_t)b->numel;
+  if (b->wire != b->dtype && !b->in_buf && !d->has_hook) DIST_CHECK(dist__mem_widen(b->memory, b->wirebuf, b->wire, b->buf, n));
+  if (d->g->size > 1) {
+    if (dist__dtype_is16(b->dtype)) {
+      /* No 16-bit division kernel: widen, divide, narrow through an f32 copy. */
+      void *tmp;
+      DIST_CHECK(dist__mem_alloc(b->memory, n * 4, &tmp));
+      dist_status s = dist__mem_widen(b->memory, b->buf, b->dtype, tmp, n);
+      if (!s) s = dist__mem_divide(b->memory, tmp, DIST_F32, n, d->g->size);
+      if (!s) s = dist__mem_narrow(b->memory, tmp, b->dtype, b->buf, n);
+      dist__mem_free(b->memory, tmp);
+      DIST_CHECK(s);
+    } else {
+      DIST_CHECK(dist__mem_divide(b->memory, b->buf, b->dtype, n, d->g->size));
+    }
+  }
+  if (d->o.grad_as_bucket_view) return DIST_SUCCESS;
+  for (int j = 0; j < b->nparams; j++) {
+    const dist__param *q = &d->p->p[b->params[j]];
+    size_t bytes = dist__param_bytes(q);
+    DIST_CHECK(dist__mem_copy2d(q->memory, q->grad, bytes, slot(d, b->params[j]), bytes, bytes, 1));
+  }
+  return DIST_SUCCESS;
+}
+
+static void reset_marks(dist_ddp *d) {
+  memset(d->marked, 0, (size_t)d->p->n);
+  d->nmarked = 0;
+  d->next_launch = 0;
+  for (int k = 0; k < d->nb; k++) d->b[k].ready = 0, d->b[k].state = DIST__BUCKET_IDLE;
+}
+
+/* Parameters not marked: zero local gradient so every rank still launches
+ * every bucket (the collectives stay matched); the message lists them. */
+static dist_status fill_unmarked(dist_ddp *d) {
+  char names[512] = "";
+  size_t len = 0;
+  int missing = 0;
+  for (int i = 0; i < d->p->n; i++) {
+    if (d->marked[i]) continue;
+    const dist__param *q = &d->p->p[i];
+    DIST_CHECK(dist__mem_zero(q->memory, slot(d, i), dist__param_bytes(q)));
+    d->b[d->bucket_of[i]].ready++;
+    if (missing++ < 8 && len < sizeof names - 80)
+      len += (size_t)snprintf(names + len, sizeof names - len, "%s%d '%s'", missing > 1 ? ", " : "", i, q->name);
+  }
+  if (d->nmarked == 0 && d->p->n > 0)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_ddp_finalize: no parameter was marked ready since the last finalize");
+  if (missing && d->o.unused == DIST_DDP_UNUSED_ERROR)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT,
+                       "dist_ddp_finalize: %d parameters were not marked ready: %s%s (mark them, or create the reducer "
+                       "with unused = DIST_DDP_UNUSED_ZERO)", missing, names, missing > 8 ? ", ..." : "");
+  return DIST_SUCCESS;
+}
+
+dist_status dist_ddp_finalize(dist_ddp *d) {
+  const char *what = "dist_ddp_finalize";
+  if (!d) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: reducer is NULL", what);
+  if (!d->sync) {
+    reset_marks(d);
+    return DIST_SUCCESS;
+  }
+  dist_status local = fill_unmarked(d);
+  dist_status s = dist__ddp_launch_ready(d);
+  dist_status w = dist__ddp_wait_all(d);
+  if (!local) local = s ? s : w;
+  if (dist__state.settings.verify) local = dist__agree(d->g->comm, local, what);
+  for (int k = 0; k < d->nb && !local; k++) local = average(d, k);
+  reset_marks(d);
+  return local;
+}
