@@ -173,7 +173,7 @@ static void reset_marks(dist_ddp *d) {
 
 /* Parameters not marked: zero local gradient so every rank still launches
  * every bucket (the collectives stay matched); the message lists them. */
-static dist_status fill_unmarked(dist_ddp *d) {
+static dist_status fill_unmarked(dist_ddp *d, int *first_missing) {
   char names[512] = "";
   size_t len = 0;
   int missing = 0;
@@ -187,11 +187,31 @@ static dist_status fill_unmarked(dist_ddp *d) {
   }
   if (d->nmarked == 0 && d->p->n > 0)
     return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_ddp_finalize: no parameter was marked ready since the last finalize");
-  if (missing && d->o.unused == DIST_DDP_UNUSED_ERROR)
+  if (missing && d->o.unused == DIST_DDP_UNUSED_ERROR) {
+    for (int i = 0; i < d->p->n && *first_missing < 0; i++)
+      if (!d->marked[i]) *first_missing = i;
     return dist__error(DIST_ERR_INVALID_ARGUMENT,
                        "dist_ddp_finalize: %d parameters were not marked ready: %s%s (mark them, or create the reducer "
                        "with unused = DIST_DDP_UNUSED_ZERO)", missing, names, missing > 8 ? ", ..." : "");
+  }
   return DIST_SUCCESS;
+}
+
+/* dist__agree plus the first parameter some rank left unmarked (unused =
+ * ERROR), so that ranks which marked everything also name it. One
+ * all-reduce, like dist__agree. */
+static dist_status agree_finalize(dist_ddp *d, dist_status local, int first_missing) {
+  int in[4] = {(int)local, d->g->rank, first_missing < 0 ? 0x7fffffff : first_missing, d->g->rank}, out[4];
+  int rc = MPI_Allreduce(in, out, 2, MPI_2INT, MPI_MINLOC, d->g->comm);
+  if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Allreduce (dist_ddp_finalize agreement)");
+  if (out[0] == DIST_SUCCESS) return DIST_SUCCESS;
+  if (local) return (dist_status)out[0]; /* keep this rank's own message */
+  if (out[2] < d->p->n)
+    return dist__error((dist_status)out[0],
+                       "dist_ddp_finalize: parameter %d '%s' was not marked ready on rank %d (mark it, or create the "
+                       "reducer with unused = DIST_DDP_UNUSED_ZERO)", out[2], d->p->p[out[2]].name, out[3]);
+  return dist__error((dist_status)out[0], "dist_ddp_finalize failed on rank %d: %s", out[1],
+                     dist_status_string((dist_status)out[0]));
 }
 
 dist_status dist_ddp_finalize(dist_ddp *d) {
@@ -201,11 +221,12 @@ dist_status dist_ddp_finalize(dist_ddp *d) {
     reset_marks(d);
     return DIST_SUCCESS;
   }
-  dist_status local = fill_unmarked(d);
+  int first_missing = -1;
+  dist_status local = fill_unmarked(d, &first_missing);
   dist_status s = dist__ddp_launch_ready(d);
   dist_status w = dist__ddp_wait_all(d);
   if (!local) local = s ? s : w;
-  if (dist__state.settings.verify) local = dist__agree(d->g->comm, local, what);
+  if (dist__state.settings.verify) local = agree_finalize(d, local, first_missing);
   for (int k = 0; k < d->nb && !local; k++) local = average(d, k);
   reset_marks(d);
   return local;

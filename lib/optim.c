@@ -14,7 +14,8 @@
 
 dist_status dist__optim_check(const char *fn, const char *name, double v, double lo, double hi, int hi_open) {
   if (isfinite(v) && v >= lo && (hi_open ? v < hi : v <= hi)) return DIST_SUCCESS;
-  if (isinf(hi)) return dist__error(INVALID, "%s: %s = %g must be %s>= %g", fn, name, v, isfinite(v) ? "" : "finite and ", lo);
+  if (isinf(hi))
+    return dist__error(INVALID, "%s: %s = %g must be %s>= %g", fn, name, v, isfinite(v) ? "" : "finite and ", lo);
   return dist__error(INVALID, "%s: %s = %g must be in [%g, %g%c", fn, name, v, lo, hi, hi_open ? ')' : ']');
 }
 
@@ -92,7 +93,7 @@ static dist_status step_one(dist_optim *o, int i) {
   if (info.numel == 0) return DIST_SUCCESS;
   void *g = dist_params_grad(o->params, i);
   dist_status st = g ? o->update(o, &info, g, s)
-                     : dist__error(DIST_ERR_INTERNAL, "dist_optim_step: parameter %d '%s' has no gradient", i, info.name);
+                     : dist__error(DIST_ERR_INTERNAL, "dist_optim_step: parameter %d '%s' has no grad", i, info.name);
   if (st != DIST_SUCCESS) s->step--;
   return st;
 }

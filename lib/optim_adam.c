@@ -27,25 +27,30 @@ dist_status dist_optim_adam(dist_params *p, const dist_adam_options *opt, dist_o
   return DIST_SUCCESS;
 }
 
-#define ADAM_LOOP(T, SQRT)                                                                                  \
-  static void adam_##T(T *restrict p, const T *restrict g, T *restrict m, T *restrict v, T *restrict vmax, \
-                       size_t n, const dist__adam_scalars *s) {                                             \
-    const T b1 = (T)s->beta1, c1 = (T)(1 - s->beta1), b2 = (T)s->beta2, c2 = (T)(1 - s->beta2);            \
-    const T step = (T)s->step_size, bc2 = (T)s->bc2_sqrt, eps = (T)s->eps, wd = (T)s->weight_decay;         \
-    const T decay = (T)s->decay, sign = s->maximize ? (T)-1 : (T)1;                                         \
-    const int l2 = s->weight_decay != 0, amsgrad = s->amsgrad;                                              \
-    for (size_t i = 0; i < n; i++) {                                                                        \
-      T d = sign * g[i], x = p[i] * decay;                                                                  \
-      if (l2) d += wd * x;                                                                                  \
-      T mi = b1 * m[i] + c1 * d, vi = b2 * v[i] + c2 * d * d;                                               \
-      m[i] = mi;                                                                                            \
-      v[i] = vi;                                                                                            \
-      if (amsgrad) vmax[i] = vi = vmax[i] > vi ? vmax[i] : vi;                                              \
-      p[i] = x - step * mi / (SQRT(vi) / bc2 + eps);                                                        \
-    }                                                                                                       \
+/* One loop per precision and amsgrad, without conditional stores; the other
+ * flags are loop-invariant selects. (GCC vectorises them at -O3 with
+ * -fno-math-errno: otherwise sqrt keeps an errno call path.) */
+#define ADAM_LOOP(NAME, T, SQRT, AMS)                                                                   \
+  static void NAME(T *restrict p, const T *restrict g, T *restrict m, T *restrict v, T *restrict vmax, \
+                   size_t n, const dist__adam_scalars *s) {                                             \
+    const T b1 = (T)s->beta1, c1 = (T)(1 - s->beta1), b2 = (T)s->beta2, c2 = (T)(1 - s->beta2);         \
+    const T step = (T)s->step_size, bc2 = (T)s->bc2_sqrt, eps = (T)s->eps, wd = (T)s->weight_decay;      \
+    const T decay = (T)s->decay, sign = s->maximize ? (T)-1 : (T)1;                                      \
+    const int l2 = s->weight_decay != 0;                                                                 \
+    for (size_t i = 0; i < n; i++) {                                                                     \
+      T d = sign * g[i], x = p[i] * decay;                                                               \
+      d = l2 ? d + wd * x : d;                                                                           \
+      T mi = b1 * m[i] + c1 * d, vi = b2 * v[i] + c2 * d * d;                                            \
+      m[i] = mi;                                                                                         \
+      v[i] = vi;                                                                                         \
+      if (AMS) vmax[i] = vi = vmax[i] > vi ? vmax[i] : vi;                                               \
+      p[i] = x - step * mi / (SQRT(vi) / bc2 + eps);                                                     \
+    }                                                                                                    \
   }
-ADAM_LOOP(float, sqrtf)
-ADAM_LOOP(double, sqrt)
+ADAM_LOOP(adam_f32, float, sqrtf, 0)
+ADAM_LOOP(adam_f32_ams, float, sqrtf, 1)
+ADAM_LOOP(adam_f64, double, sqrt, 0)
+ADAM_LOOP(adam_f64_ams, double, sqrt, 1)
 
 dist_status dist__optim_adam_update(const dist_optim *o, const dist_param_info *info, void *grad, dist__optim_slot *s) {
   const dist_adam_options *opt = &o->opt.adam;
@@ -73,7 +78,8 @@ dist_status dist__optim_adam_update(const dist_optim *o, const dist_param_info *
                        info->name);
 #endif
   }
-  if (info->dtype == DIST_F32) adam_float(info->data, grad, s->buf[0], s->buf[1], s->buf[2], n, &sc);
-  else adam_double(info->data, grad, s->buf[0], s->buf[1], s->buf[2], n, &sc);
+  void *p = info->data, *m = s->buf[0], *v = s->buf[1], *vmax = s->buf[2];
+  if (info->dtype == DIST_F32) (opt->amsgrad ? adam_f32_ams : adam_f32)(p, grad, m, v, vmax, n, &sc);
+  else (opt->amsgrad ? adam_f64_ams : adam_f64)(p, grad, m, v, vmax, n, &sc);
   return DIST_SUCCESS;
 }

@@ -10,7 +10,8 @@ static unsigned grid_for(size_t n) {
   return (unsigned)(b < 65535 ? (b ? b : 1) : 65535);
 }
 
-#define GRID_LOOP(i, n) for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+#define GRID_LOOP(i, n) \
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
 
 template <typename T>
 __global__ void sgd_kernel(T *p, const T *g, T *b, size_t n, dist__sgd_scalars s) {
@@ -47,8 +48,9 @@ __global__ void adam_kernel(T *p, const T *g, T *m, T *v, T *vmax, size_t n, dis
 extern "C" int dist__cuda_sgd(void *p, const void *g, void *b, int dtype, size_t n, const dist__sgd_scalars *s,
                               cudaStream_t st) {
   if (!n) return cudaSuccess;
-  if (dtype == DIST_F32) sgd_kernel<<<grid_for(n), 256, 0, st>>>((float *)p, (const float *)g, (float *)b, n, *s);
-  else if (dtype == DIST_F64) sgd_kernel<<<grid_for(n), 256, 0, st>>>((double *)p, (const double *)g, (double *)b, n, *s);
+  unsigned nb = grid_for(n);
+  if (dtype == DIST_F32) sgd_kernel<<<nb, 256, 0, st>>>((float *)p, (const float *)g, (float *)b, n, *s);
+  else if (dtype == DIST_F64) sgd_kernel<<<nb, 256, 0, st>>>((double *)p, (const double *)g, (double *)b, n, *s);
   else return cudaErrorInvalidValue;
   return cudaGetLastError();
 }
@@ -56,10 +58,11 @@ extern "C" int dist__cuda_sgd(void *p, const void *g, void *b, int dtype, size_t
 extern "C" int dist__cuda_adam(void *p, const void *g, void *m, void *v, void *vmax, int dtype, size_t n,
                                const dist__adam_scalars *s, cudaStream_t st) {
   if (!n) return cudaSuccess;
+  unsigned b = grid_for(n);
   if (dtype == DIST_F32)
-    adam_kernel<<<grid_for(n), 256, 0, st>>>((float *)p, (const float *)g, (float *)m, (float *)v, (float *)vmax, n, *s);
+    adam_kernel<<<b, 256, 0, st>>>((float *)p, (const float *)g, (float *)m, (float *)v, (float *)vmax, n, *s);
   else if (dtype == DIST_F64)
-    adam_kernel<<<grid_for(n), 256, 0, st>>>((double *)p, (const double *)g, (double *)m, (double *)v, (double *)vmax, n, *s);
+    adam_kernel<<<b, 256, 0, st>>>((double *)p, (const double *)g, (double *)m, (double *)v, (double *)vmax, n, *s);
   else return cudaErrorInvalidValue;
   return cudaGetLastError();
 }

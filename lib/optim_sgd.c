@@ -18,7 +18,8 @@ dist_status dist_optim_sgd(dist_params *p, const dist_sgd_options *opt, dist_opt
   DIST_CHECK(dist__optim_flag(FN, "nesterov", opt->nesterov));
   DIST_CHECK(dist__optim_flag(FN, "maximize", opt->maximize));
   if (opt->nesterov && (opt->momentum == 0 || opt->dampening != 0))
-    return dist__error(DIST_ERR_INVALID_ARGUMENT, FN ": nesterov = 1 needs momentum > 0 and dampening = 0 (momentum = %g, dampening = %g)",
+    return dist__error(DIST_ERR_INVALID_ARGUMENT,
+                       FN ": nesterov = 1 needs momentum > 0 and dampening = 0 (momentum = %g, dampening = %g)",
                        opt->momentum, opt->dampening);
   dist_optim *o;
   DIST_CHECK(dist__optim_create(FN, p, "sgd", opt->lr, opt->momentum != 0, dist__optim_sgd_update, &o));

@@ -124,6 +124,13 @@ static dist_status name_mismatch(const dist_params *p, dist__group *g) {
   if (g->rank == first[1] && first[0] < p->n) theirs = rec_of(&p->p[first[0]]);
   MPI_Bcast(&theirs, (int)sizeof theirs, MPI_BYTE, first[1], g->comm);
   MPI_Bcast(&n_theirs, 1, MPI_INT, first[1], g->comm);
+  /* Its name, from a rank that registered it, so every rank's message names it. */
+  char name[DIST_PARAM_NAME_MAX + 1] = "";
+  int holder = first[0] < count0 ? 0 : first[1];
+  if (first[0] != 0x7fffffff) {
+    if (g->rank == holder) snprintf(name, sizeof name, "%s", p->p[first[0]].name);
+    MPI_Bcast(name, (int)sizeof name, MPI_CHAR, holder, g->comm);
+  }
   dist_status s;
   if (first[0] == 0x7fffffff) {
     s = dist__error(DIST_ERR_MISMATCH, "dist_params_commit: ranks disagree on the parameter set (hash differs)");
@@ -131,11 +138,13 @@ static dist_status name_mismatch(const dist_params *p, dist__group *g) {
     char a[64], b[64];
     describe(&ref[first[0]], a, sizeof a);
     describe(&theirs, b, sizeof b);
-    s = dist__error(DIST_ERR_MISMATCH, "dist_params_commit: parameter %d ('%s' on rank 0) is %s on rank 0 but %s on rank %d",
-                    first[0], g->rank == 0 ? p->p[first[0]].name : "?", a, b, first[1]);
+    s = dist__error(DIST_ERR_MISMATCH, "dist_params_commit: parameter %d '%s' is %s on rank 0 but %s on rank %d",
+                    first[0], name, a, b, first[1]);
   } else {
-    s = dist__error(DIST_ERR_MISMATCH, "dist_params_commit: rank 0 registered %d parameters, rank %d registered %d", count0,
-                    first[1], n_theirs);
+    s = dist__error(DIST_ERR_MISMATCH,
+                    "dist_params_commit: rank 0 registered %d parameters, rank %d registered %d (parameter %d '%s' is "
+                    "on rank %d, not on rank %d)", count0, first[1], n_theirs, first[0], name, holder,
+                    holder == 0 ? first[1] : 0);
   }
   free(ref);
   return s;

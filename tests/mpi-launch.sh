@@ -2,13 +2,18 @@
 # Log compiler for "PROG-npN.mpi" tests: run PROG on N ranks through
 # $LAUNCHER (e.g. "mpirun --oversubscribe --allow-run-as-root -n" or
 # "srun --overcommit -n"), under a timeout so a hang fails instead of blocking.
+# "PROG-npN-rpnK.mpi" also sets DIST_RANKS_PER_NODE=K (N ranks as N/K nodes
+# of K on one machine).
 set -u
 test_file=$1
 base=$(basename "$test_file" .mpi)
 dir=$(dirname "$test_file")
+case $base in
+  *-rpn*) DIST_RANKS_PER_NODE=${base##*-rpn}; export DIST_RANKS_PER_NODE; base=${base%-rpn*} ;;
+esac
 prog=${base%-np*}
 np=${base##*-np}
 case $np in ''|*[!0-9]*) echo "mpi-launch: cannot read a rank count from '$test_file'" >&2; exit 99 ;; esac
 launcher=${LAUNCHER:-mpirun --oversubscribe --allow-run-as-root -n}
-echo "mpi-launch: timeout ${TEST_TIMEOUT:-120} $launcher $np $dir/$prog"
+echo "mpi-launch: ${DIST_RANKS_PER_NODE:+DIST_RANKS_PER_NODE=$DIST_RANKS_PER_NODE }timeout ${TEST_TIMEOUT:-120} $launcher $np $dir/$prog"
 exec timeout -k 5 "${TEST_TIMEOUT:-120}" $launcher "$np" "$dir/$prog"

@@ -2,7 +2,10 @@
  * formulas of torch.optim, and a learning-rate schedule hook. They are local
  * (no communication): reducers average the gradients first, or wrap them
  * (DataParallelOptimizer, DASO). Parameters must be f32 or f64, host or CUDA
- * memory (CUDA updates run on the dist_cuda_set_stream stream).
+ * memory (CUDA updates run on the dist_cuda_set_stream stream, with the
+ * parameter's device current; state buffers are allocated there at create).
+ * reset clears state but keeps lr and the schedule; set_lr does not restart
+ * the schedule's count k. Queries on NULL return NULL / NaN.
  *
  * Notation per parameter p with gradient g, learning rate lr, step t (1 on
  * the first step of that parameter):
