@@ -100,13 +100,14 @@ dist_status dist_daso_create(dist_optim *opt, const dist_daso_options *o, dist_d
   d->lrank = d->local->rank;
   d->lsize = d->local->size;
   d->nodes = dist__state.size / d->lsize;
-  s = make_cross(d);
+  s = dist__agree(dist__state.world, make_cross(d), what);
   if (!s) {
     dist_ddp_options lo = o->local;
     lo.group = "local";
     s = dist_ddp_create(p, &lo, &d->ddp); /* collective, agrees by itself */
   }
   if (!s) s = dist__daso_sync_init(d);
+  d->lr0 = dist_optim_get_lr(opt);
   if (!s && o->schedule) {
     d->schedule = *o->schedule;
     d->has_schedule = 1;
@@ -156,9 +157,10 @@ static dist_status unscale(dist_daso *d, int *found_inf) {
     for (int64_t k = 0; k < q->numel; k++) {
       double v = q->dtype == DIST_F64 ? ((double *)g)[k] : ((float *)g)[k];
       v *= inv;
-      if (!isfinite(v)) *found_inf = 1;
+      /* Test what is stored: a finite double can overflow f32. */
       if (q->dtype == DIST_F64) ((double *)g)[k] = v;
-      else ((float *)g)[k] = (float)v;
+      else v = ((float *)g)[k] = (float)v;
+      if (!isfinite(v)) *found_inf = 1;
     }
     dist_status s = tmp ? dist__mem_upload(q->memory, q->grad, tmp, bytes) : DIST_SUCCESS;
     if (!s && tmp) s = dist__mem_sync(q->memory);
@@ -238,6 +240,8 @@ dist_status dist_daso_reset(dist_daso *d) {
   if (!s) s = dist_params_broadcast(d->p, 0); /* everyone restarts from rank 0's parameters */
   if (!s) s = dist__daso_set_ref(d);
   if (!s) s = dist_optim_reset(d->opt);
+  if (!s) s = dist_optim_set_lr(d->opt, d->lr0); /* the schedule restarts from the initial lr */
+  if (!s && d->has_schedule) s = dist_optim_set_schedule(d->opt, &d->schedule);
   if (!s && d->local_sync == 0) s = dist_ddp_set_sync(d->ddp, 1);
   DIST_CHECK(s);
   init_schedule(d);

@@ -16,6 +16,7 @@ struct dist_daso {
   dist_daso_options o;
   dist_lr_schedule schedule;
   int has_schedule;
+  double lr0;           /* lr at create: reset restores it */
   dist_grad_scaler scaler;
   int has_scaler;
   dist__daso_sched s;
@@ -38,8 +39,8 @@ void dist__daso_sync_free(dist_daso *d);
 /* Rank `sender`'s cross group sends its parameters (others: nothing). */
 dist_status dist__daso_send(dist_daso *d, int sender);
 /* Complete the send of `sender` and merge (blocking: plain average; else
- * Heat's formula with btw), then broadcast inside each node from `sender`.
- * Every rank calls it. */
+ * Heat's formula with btw; one node: parameters kept), then broadcast inside
+ * each node from `sender`. Every rank calls it. */
 dist_status dist__daso_receive(dist_daso *d, int sender, int blocking, int btw);
 /* Set ref to the current parameters (identical on all ranks at that point). */
 dist_status dist__daso_set_ref(dist_daso *d);

@@ -4,6 +4,7 @@
  * element counts non-finite values, so a NaN fails every rank of the group
  * in the same round trip. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -118,6 +119,7 @@ dist_status dist__daso_send(dist_daso *d, int sender) {
   for (int64_t k = 0; k < d->n; k++) {
     if (!isfinite(d->host[k])) bad += 1;
     wire_store(d, k, d->host[k] - d->ref[k]);
+    if (d->o.downcast == DIST_F16 && !isfinite(wire_load(d, k))) bad += 1; /* a change beyond f16's range */
   }
   wire_store(d, d->n, bad > 0 ? 1 : 0); /* a flag, not a count: it must survive 16-bit sums */
   MPI_Datatype t = d->o.downcast == DIST_F32 ? MPI_FLOAT : MPI_UINT16_T;
@@ -155,9 +157,17 @@ static dist_status finish(dist_daso *d, int blocking, int btw) {
   if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Waitall (DASO parameters)");
   if (wire_load(d, d->n) != 0)
     return dist__error(DIST_ERR_INVALID_ARGUMENT,
-                       "DASO global sync: a sent parameter buffer held NaN or inf (on some rank of this cross group); "
+                       "DASO global sync: a sent parameter buffer held NaN or inf, or a change beyond f16 range (on some rank of "
+                       "this cross group); "
                        "the parameters were not merged");
   DIST_CHECK(gather(d));
+  if (d->nodes == 1) {
+    /* Nothing to average with (daso.h: a no-op). Merging would pull the
+     * parameters back towards the stale copy sent, or round them by the
+     * downcast; the send above still served to check them for NaN. */
+    memcpy(d->ref, d->host, sizeof(double) * (size_t)d->n);
+    return DIST_SUCCESS;
+  }
   double *sum = malloc(sizeof(double) * (size_t)(d->n + 1));
   if (!sum) return dist__error(DIST_ERR_NO_MEMORY, "DASO merge");
   for (int64_t k = 0; k < d->n; k++) sum[k] = wire_load(d, k);
@@ -174,15 +184,25 @@ dist_status dist__daso_receive(dist_daso *d, int sender, int blocking, int btw) 
   int code = (int)s;
   int rc = MPI_Bcast(&code, 1, MPI_INT, sender, d->local->comm);
   if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Bcast (DASO status)");
-  if (code) return s ? s : dist__error((dist_status)code, "DASO global sync failed on local rank %d: %s", sender,
-                                       dist_status_string((dist_status)code));
-  if (d->lsize == 1) return DIST_SUCCESS;
-  for (int i = 0; i < d->p->n; i++) {
+  if (code) {
+    /* The sender's reason too (e.g. the NaN), not just the code. */
+    char why[512] = "";
+    if (d->lrank == sender) snprintf(why, sizeof why, "%s", dist_last_error());
+    rc = MPI_Bcast(why, (int)sizeof why, MPI_CHAR, sender, d->local->comm);
+    if (s) return s;
+    if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Bcast (DASO status)");
+    why[sizeof why - 1] = '\0';
+    return dist__error((dist_status)code, "DASO global sync failed on local rank %d of this node: %s", sender, why);
+  }
+  for (int i = 0; i < d->p->n && d->lsize > 1; i++) {
     dist__param *q = &d->p->p[i];
     const dist__backend *be;
     DIST_CHECK(dist__backend_for(q->memory, &be));
     DIST_CHECK(be->broadcast(d->local, q->data, (size_t)q->numel, q->dtype, sender));
   }
-  /* Ranks that did not send keep ref as their own group left it. */
-  return DIST_SUCCESS;
+  /* After a blocking sync every rank holds the same parameters: all groups
+   * restart their changes from there (else a group that did not send would
+   * round a change spanning many batches). Non-blocking: only the sending
+   * group's ref moved. */
+  return blocking ? dist__daso_set_ref(d) : DIST_SUCCESS;
 }

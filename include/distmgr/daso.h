@@ -71,7 +71,7 @@ typedef struct dist_daso_options {
   int skip_reduction_factor;  /* 2, >= 2 */
   int local_skip_factor;      /* 4, >= 1 */
   int verbose;                /* dist_daso_print0 prints on world rank 0 */
-  const dist_lr_schedule *schedule; /* NULL: none; else stepped once per epoch by epoch_loss_logic */
+  const dist_lr_schedule *schedule; /* NULL: none; else stepped after every local optimizer step, as Heat's scheduler */
   dist_ddp_options local;     /* the node-local DDP reducer (group is forced to "local") */
 } dist_daso_options;
 #define DIST_DASO_OPTIONS_INIT {0, 4, 4, 0.05, 8, 10000000, DIST_BF16, 1, 2, 4, 0, NULL, DIST_DDP_OPTIONS_INIT}
@@ -96,10 +96,11 @@ dist_status dist_daso_mark_ready(dist_daso *d, int index);         /* backward h
 dist_status dist_daso_step(dist_daso *d);
 dist_status dist_daso_zero_grad(dist_daso *d);
 /* End of epoch: average the loss over the world (unless already_averaged),
- * run the phase and plateau logic and step the LR schedule. Collective. */
+ * run the phase and plateau logic. Collective. */
 dist_status dist_daso_epoch_loss_logic(dist_daso *d, double loss, int already_averaged);
 /* Back to the state after create (epoch 0, warmup, plateau forgotten, local
- * optimizer state cleared); parameters are kept. Collective. */
+ * optimizer state cleared, lr and schedule restarted); parameters are kept,
+ * as rank 0 holds them, so that all ranks restart identical. Collective. */
 dist_status dist_daso_reset(dist_daso *d);
 dist_status dist_daso_add_scaler(dist_daso *d, const dist_grad_scaler *s); /* NULL removes */
 /* printf on world rank 0 when verbose. */

@@ -1,0 +1,915 @@
+/* Distributed tests of DASO (daso.h), at 1, 2, 3 and 4 ranks.
+ *
+ * Node layouts. With DIST_RANKS_PER_NODE set by the launcher (e.g. 4 ranks
+ * as 2 nodes of 2: "test_daso-np4-rpn2") only that layout runs. Without it
+ * the program runs in rounds, re-initializing the manager: real nodes (on
+ * one machine all ranks on one node: cross groups of one rank), then with
+ * DIST_RANKS_PER_NODE set here, one rank per node (local groups of one) and,
+ * at odd sizes, nodes of 2 and 1, which DASO must refuse. Every test below
+ * runs in every even layout.
+ *
+ * Model: linear regression y = A x + b (weight 2x6, bias 2) with a
+ * mean-squared loss; each rank trains on its own shard, rows being a pure
+ * function of (rank, batch, row), so any rank can recompute any gradient.
+ * Expected values are worked out by hand (merge formula) or come from an
+ * independent run (the DDP reducer over the world, or the test's own SGD). */
+#include <distmgr.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cunit_main.h"
+#include "daso_internal.h" /* dist__daso_merge: the merge arithmetic alone */
+
+static int W, R;        /* world size and rank */
+static int L, N;        /* ranks per node, nodes (this round) */
+static int NODE, LRANK; /* mine */
+static int *NODE_OF;    /* node of every world rank */
+static int UNEVEN;      /* nodes of different sizes: only the refusal is tested */
+static int RPN;         /* DIST_RANKS_PER_NODE this program set (0: the launcher's) */
+
+/* ---- checks ----------------------------------------------------------------- */
+
+static void assert_at(int ok, int line, const char *what) {
+  CU_assertImplementation(ok ? CU_TRUE : CU_FALSE, (unsigned)line, what, __FILE__, "", CU_FALSE);
+}
+
+#define CALL_OK(call) call_ok_((call), #call, __LINE__)
+static int call_ok_(dist_status s, const char *what, int line) {
+  if (s != DIST_SUCCESS)
+    fprintf(stderr, "[rank %d/%d, %dx%d] line %d: %s returned %d (%s: %s)\n", R, W, N, L, line, what, (int)s,
+            dist_status_string(s), dist_last_error());
+  assert_at(s == DIST_SUCCESS, line, what);
+  return s == DIST_SUCCESS;
+}
+
+#define CALL_FAILS(call, code, text) call_fails_((call), (code), (text), #call, __LINE__)
+static void call_fails_(dist_status s, dist_status code, const char *text, const char *what, int line) {
+  int ok = s == code && (!text || strstr(dist_last_error(), text));
+  if (!ok)
+    fprintf(stderr, "[rank %d/%d, %dx%d] line %d: %s returned %d (%s), expected %d with '%s'\n", R, W, N, L, line, what,
+            (int)s, s ? dist_last_error() : "success", (int)code, text ? text : "");
+  assert_at(ok, line, what);
+}
+
+#define CHECK(cond) check_((cond), #cond, __LINE__)
+static int check_(int ok, const char *what, int line) {
+  if (!ok) fprintf(stderr, "[rank %d/%d, %dx%d] line %d: failed: %s\n", R, W, N, L, line, what);
+  assert_at(ok, line, what);
+  return ok;
+}
+
+/* |got - want| <= tol * max(1, |want|). */
+#define NEAR(got, want, tol) near_((got), (want), (tol), #got, __LINE__)
+static int near_(double got, double want, double tol, const char *what, int line) {
+  int ok = fabs(got - want) <= tol * fmax(1.0, fabs(want));
+  if (!ok) fprintf(stderr, "[rank %d/%d, %dx%d] line %d: %s = %.9g, expected %.9g\n", R, W, N, L, line, what, got, want);
+  assert_at(ok, line, what);
+  return ok;
+}
+
+/* ---- model and data ------------------------------------------------------------ */
+
+#define DIN 6
+#define DOUT 2
+#define NA (DOUT * DIN) /* weight elements */
+#define NW (NA + DOUT)  /* all parameter elements */
+#define ROWS 4          /* rows per batch */
+
+static uint64_t hash64(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  return x ^ (x >> 33);
+}
+static double unit2(uint64_t a, uint64_t b) { /* in [-1, 1) */
+  return (double)(hash64(hash64(a + 0x5151ULL) ^ (b * 0x9e3779b97f4a7c15ULL)) >> 11) * 0x1p-52 - 1.0;
+}
+
+/* Row j of batch `bi` of `rank`'s shard: y = A* x + b* + noise. */
+static void row(int rank, int bi, int j, double x[DIN], double t[DOUT]) {
+  uint64_t id = ((uint64_t)rank * 256 + (uint64_t)bi) * 16 + (uint64_t)j;
+  for (int k = 0; k < DIN; k++) x[k] = unit2(1, id * DIN + (uint64_t)k);
+  for (int o = 0; o < DOUT; o++) {
+    double y = 0.5 * unit2(3, (uint64_t)o) + 0.2 * unit2(4, id * DOUT + (uint64_t)o);
+    for (int k = 0; k < DIN; k++) y += unit2(2, (uint64_t)(o * DIN + k)) * x[k];
+    t[o] = y;
+  }
+}
+
+/* Loss of batch bi of `rank` under parameters w; adds scale * gradient to g
+ * when g is not NULL. Loss = mean over rows of 0.5 |y - t|^2. */
+static double batch_loss(const float *w, float *g, int rank, int bi, double scale) {
+  double loss = 0, gw[NW] = {0};
+  for (int j = 0; j < ROWS; j++) {
+    double x[DIN], t[DOUT];
+    row(rank, bi, j, x, t);
+    for (int o = 0; o < DOUT; o++) {
+      double y = w[NA + o];
+      for (int k = 0; k < DIN; k++) y += (double)w[o * DIN + k] * x[k];
+      double e = y - t[o];
+      loss += 0.5 * e * e / ROWS;
+      gw[NA + o] += e / ROWS;
+      for (int k = 0; k < DIN; k++) gw[o * DIN + k] += e * x[k] / ROWS;
+    }
+  }
+  for (int i = 0; g && i < NW; i++) g[i] += (float)(scale * gw[i]);
+  return loss;
+}
+
+/* Mean loss over every rank's whole shard. */
+static double full_loss(const float *w, int batches) {
+  double s = 0;
+  for (int r = 0; r < W; r++)
+    for (int b = 0; b < batches; b++) s += batch_loss(w, NULL, r, b, 1);
+  return s / (W * batches);
+}
+
+/* A model: data, gradients, the parameter set over the world, a local SGD
+ * and (once made) its DASO. */
+typedef struct model {
+  float w[NW], g[NW];
+  dist_params *p;
+  dist_optim *o;
+  dist_daso *d;
+} model;
+
+/* Rank 0's initial values win at commit; `init` NaN: small seeded values. */
+static int model_init(model *m, double lr, double momentum, double init) {
+  memset(m, 0, sizeof *m);
+  for (int i = 0; i < NW; i++) m->w[i] = isnan(init) ? (float)(0.3 * unit2(77 + (uint64_t)R, (uint64_t)i)) : (float)init;
+  int ok = CALL_OK(dist_params_create(NULL, &m->p));
+  ok = ok && CALL_OK(dist_params_add_host(m->p, "lin.weight", m->w, m->g, NA, NULL));
+  ok = ok && CALL_OK(dist_params_add_host(m->p, "lin.bias", m->w + NA, m->g + NA, DOUT, NULL));
+  ok = ok && CALL_OK(dist_params_commit(m->p));
+  dist_sgd_options so = DIST_SGD_OPTIONS_INIT;
+  so.lr = lr;
+  so.momentum = momentum;
+  ok = ok && CALL_OK(dist_optim_sgd(m->p, &so, &m->o));
+  return ok;
+}
+
+static int model_daso(model *m, double lr, double momentum, double init, const dist_daso_options *o, int batches) {
+  if (!model_init(m, lr, momentum, init)) return 0;
+  if (!CALL_OK(dist_daso_create(m->o, o, &m->d))) return 0;
+  return CALL_OK(dist_daso_set_last_batch(m->d, batches - 1));
+}
+
+static void model_free(model *m) {
+  dist_daso_destroy(m->d);
+  dist_optim_destroy(m->o);
+  dist_params_destroy(m->p);
+}
+
+/* One DASO iteration on batch bi of my shard, the loss scaled by `scale`. */
+static dist_status daso_batch(model *m, int bi, double scale, double *loss) {
+  dist_status s = dist_daso_zero_grad(m->d);
+  if (s) return s;
+  double l = batch_loss(m->w, m->g, R, bi, scale);
+  if (loss) *loss = l;
+  if ((s = dist_daso_mark_ready(m->d, 1)) || (s = dist_daso_mark_ready(m->d, 0))) return s;
+  return dist_daso_step(m->d);
+}
+
+static dist_daso_state state_of(const model *m) {
+  dist_daso_state st;
+  memset(&st, 0xff, sizeof st);
+  CALL_OK(dist_daso_state_get(m->d, &st));
+  return st;
+}
+
+static double divergence(model *m) {
+  double dv = -1;
+  CALL_OK(dist_params_max_divergence(m->p, &dv));
+  return dv;
+}
+
+/* ---- merge arithmetic ------------------------------------------------------------ */
+
+/* dist__daso_merge with numbers small enough to do by hand. ref + sum/N is
+ * the mean of what the nodes sent; w = 2 btw (1 when btw is 0). */
+static void test_merge_formula(void) {
+  double p[2], ref[2];
+  const double sum[2] = {2, -6}; /* sum over nodes of (p_sent - ref) */
+  /* N = 2, btw = 2: w = 4, mean = ref + sum/2 = {2, -1}; p = (4 p + 2 mean) / 6. */
+  p[0] = 5, p[1] = 2, ref[0] = 1, ref[1] = 2;
+  dist__daso_merge(p, ref, sum, 2, 2, 2, 0);
+  CHECK(p[0] == 4 && p[1] == 1);
+  CHECK(ref[0] == 2 && ref[1] == -1);
+  /* btw = 1: w = 2: p = (2 p + 2 mean) / 4. */
+  p[0] = 5, p[1] = 2, ref[0] = 1, ref[1] = 2;
+  dist__daso_merge(p, ref, sum, 2, 2, 1, 0);
+  CHECK(p[0] == 3.5 && p[1] == 0.5);
+  /* btw = 0: weight 1, not 0: p = (p + 2 mean) / 3. */
+  p[0] = 5, p[1] = 2, ref[0] = 1, ref[1] = 2;
+  dist__daso_merge(p, ref, sum, 2, 2, 0, 0);
+  CHECK(p[0] == 3 && p[1] == 0);
+  /* Blocking: the plain mean, whatever btw. */
+  p[0] = 5, p[1] = 2, ref[0] = 1, ref[1] = 2;
+  dist__daso_merge(p, ref, sum, 2, 2, 3, 1);
+  CHECK(p[0] == 2 && p[1] == -1);
+  CHECK(ref[0] == 2 && ref[1] == -1);
+  /* N = 4, btw = 3: w = 6, mean = 0 + 8/4 = 2: p = (6 * 9 + 4 * 2) / 10. */
+  double q = 9, r = 0, s = 8;
+  dist__daso_merge(&q, &r, &s, 1, 4, 3, 0);
+  CHECK(q == 6.2 && r == 2);
+}
+
+/* ---- layout and creation ------------------------------------------------------------ */
+
+static void test_layout(void) {
+  int l = -1, n = -1;
+  CALL_OK(dist_manager_local_size(&l));
+  CALL_OK(dist_manager_node_count(&n));
+  model m;
+  dist_daso_options o = DIST_DASO_OPTIONS_INIT;
+  o.total_epochs = 2;
+  if (!model_init(&m, 0.1, 0, NAN)) {
+    model_free(&m);
+    return;
+  }
+  dist_status s = dist_daso_create(m.o, &o, &m.d);
+  if (UNEVEN) {
+    /* Every rank fails (nobody hangs), with the sizes named. */
+    CALL_FAILS(s, DIST_ERR_UNSUPPORTED, "the same number on every node");
+    CHECK(m.d == NULL);
+  } else {
+    CALL_OK(s);
+    CHECK(n * l == W && N == n && L == l);
+    if (RPN) CHECK(L == RPN); /* 1: local groups of one rank; W: one node, cross groups of one */
+    dist_daso_state st = state_of(&m);
+    CHECK(st.epoch == 0 && st.batch == 0 && st.sends_pending == 0 && st.skipped_steps == 0);
+    CHECK(st.global_skips == 0 && st.batches_to_wait == 0 && st.local_sync == 1); /* warmup: blocking */
+  }
+  model_free(&m);
+}
+
+static void test_option_errors(void) {
+  if (UNEVEN) return;
+  model m;
+  if (!model_init(&m, 0.1, 0, NAN)) {
+    model_free(&m);
+    return;
+  }
+  struct {
+    const char *name;
+    dist_daso_options o;
+  } bad[13];
+  int nb = 0;
+  const dist_daso_options good = {10, 4, 4, 0.05, 8, 100, DIST_BF16, 1, 2, 4, 0, NULL, DIST_DDP_OPTIONS_INIT};
+#define BAD_OPT(field, value)   \
+  bad[nb].name = #field " = ";  \
+  bad[nb].o = good;             \
+  bad[nb].o.field = value;      \
+  nb++
+  BAD_OPT(total_epochs, 0);
+  BAD_OPT(warmup_epochs, -1);
+  BAD_OPT(cooldown_epochs, -1);
+  BAD_OPT(stability_level, 1.0);
+  BAD_OPT(stability_level, -0.01);
+  BAD_OPT(stability_level, NAN);
+  BAD_OPT(max_global_skips, 0);
+  BAD_OPT(sending_chunk_size, 0);
+  BAD_OPT(downcast, DIST_F64);
+  BAD_OPT(use_mpi_groups, 2);
+  BAD_OPT(skip_reduction_factor, 1);
+  BAD_OPT(local_skip_factor, 0);
+  BAD_OPT(verbose, 2);
+#undef BAD_OPT
+  for (int i = 0; i < nb; i++) {
+    dist_daso *d = NULL;
+    dist_status s = dist_daso_create(m.o, &bad[i].o, &d);
+    if (!CHECK(s == DIST_ERR_INVALID_ARGUMENT && strstr(dist_last_error(), bad[i].name) && d == NULL))
+      fprintf(stderr, "  option %s: %d '%s'\n", bad[i].name, (int)s, dist_last_error());
+  }
+  dist_daso *d = NULL;
+  CALL_FAILS(dist_daso_create(NULL, &good, &d), DIST_ERR_INVALID_ARGUMENT, "optimizer");
+  CALL_FAILS(dist_daso_create(m.o, NULL, &d), DIST_ERR_INVALID_ARGUMENT, "options");
+  CALL_FAILS(dist_daso_create(m.o, &good, NULL), DIST_ERR_INVALID_ARGUMENT, "out");
+  /* The good options are good. */
+  CALL_OK(dist_daso_create(m.o, &good, &m.d));
+  /* NULL handles elsewhere. */
+  dist_daso_state st;
+  CALL_FAILS(dist_daso_step(NULL), DIST_ERR_INVALID_ARGUMENT, "NULL");
+  CALL_FAILS(dist_daso_mark_ready(NULL, 0), DIST_ERR_INVALID_ARGUMENT, "NULL");
+  CALL_FAILS(dist_daso_zero_grad(NULL), DIST_ERR_INVALID_ARGUMENT, "NULL");
+  CALL_FAILS(dist_daso_set_last_batch(NULL, 1), DIST_ERR_INVALID_ARGUMENT, "NULL");
+  CALL_FAILS(dist_daso_epoch_loss_logic(NULL, 1, 1), DIST_ERR_INVALID_ARGUMENT, "NULL");
+  CALL_FAILS(dist_daso_reset(NULL), DIST_ERR_INVALID_ARGUMENT, "NULL");
+  CALL_FAILS(dist_daso_add_scaler(NULL, NULL), DIST_ERR_INVALID_ARGUMENT, "NULL");
+  CALL_FAILS(dist_daso_state_get(NULL, &st), DIST_ERR_INVALID_ARGUMENT, "NULL");
+  CALL_FAILS(dist_daso_state_get(m.d, NULL), DIST_ERR_INVALID_ARGUMENT, "NULL");
+  dist_daso_destroy(NULL);
+  if (m.d) {
+    /* A step needs the epoch's length first. */
+    CALL_FAILS(dist_daso_step(m.d), DIST_ERR_INVALID_ARGUMENT, "dist_daso_set_last_batch");
+    CALL_FAILS(dist_daso_set_last_batch(m.d, -1), DIST_ERR_INVALID_ARGUMENT, "last_batch = -1");
+    CALL_OK(dist_daso_set_last_batch(m.d, 0));
+    CALL_OK(daso_batch(&m, 0, 1, NULL));
+  }
+  model_free(&m);
+
+  /* A parameter set over a smaller group than the world. */
+  if (W > 1) {
+    model h;
+    memset(&h, 0, sizeof h);
+    CALL_OK(dist_group_create_subgroup("daso_half", W / 2, NULL));
+    CALL_OK(dist_params_create("daso_half", &h.p));
+    CALL_OK(dist_params_add_host(h.p, "w", h.w, h.g, NW, NULL));
+    CALL_OK(dist_params_commit(h.p));
+    dist_sgd_options so = DIST_SGD_OPTIONS_INIT;
+    CALL_OK(dist_optim_sgd(h.p, &so, &h.o));
+    CALL_FAILS(dist_daso_create(h.o, &good, &h.d), DIST_ERR_INVALID_ARGUMENT, "'world'");
+    model_free(&h);
+  }
+}
+
+/* ---- agreement after every blocking global sync ------------------------------------- */
+
+#define AG_EPOCHS 5
+#define AG_BATCHES 6
+
+/* warmup 1, cooldown 1: epochs 1..3 cycle (sends received a batch later),
+ * the last batch of each epoch and all of epochs 0 and 4 are blocking. */
+static void agreement(dist_dtype downcast) {
+  if (UNEVEN) return;
+  dist_daso_options o = DIST_DASO_OPTIONS_INIT;
+  o.total_epochs = AG_EPOCHS;
+  o.warmup_epochs = 1;
+  o.cooldown_epochs = 1;
+  o.downcast = downcast;
+  o.sending_chunk_size = 7; /* 3 chunks */
+  model m;
+  if (!model_daso(&m, 0.05, 0.9, NAN, &o, AG_BATCHES)) {
+    model_free(&m);
+    return;
+  }
+  int checked = 0, bad = 0, pending_seen = 0;
+  double spread = 0; /* divergence seen between nodes while cycling */
+  for (int e = 0; e < AG_EPOCHS && !bad; e++) {
+    double loss = 0, l;
+    for (int b = 0; b < AG_BATCHES && !bad; b++) {
+      if (!CALL_OK(daso_batch(&m, b, 1, &l))) bad = 1;
+      loss += l / AG_BATCHES;
+      dist_daso_state st = state_of(&m);
+      pending_seen |= st.sends_pending;
+      int blocking = e < 1 || e >= AG_EPOCHS - 1 || b == AG_BATCHES - 1;
+      double dv = divergence(&m);
+      if (blocking) {
+        checked++;
+        if (!CHECK(dv == 0)) fprintf(stderr, "  epoch %d batch %d: divergence %g after a blocking sync\n", e, b, dv);
+        if (dv != 0) bad = 1;
+      } else {
+        spread = fmax(spread, dv);
+      }
+      /* The manager's epoch / batch counters follow ours. */
+      if (!CHECK(st.epoch == (b == AG_BATCHES - 1 ? e + 1 : e) && st.batch == (b + 1) % AG_BATCHES)) bad = 1;
+    }
+    CALL_OK(dist_daso_epoch_loss_logic(m.d, loss, 0));
+  }
+  CHECK(checked == AG_BATCHES * 2 + (AG_EPOCHS - 2));
+  CHECK(pending_seen);      /* non-blocking sends happened */
+  if (N > 1) CHECK(spread > 0); /* nodes really drifted apart between syncs */
+  model_free(&m);
+}
+
+static void test_agree_bf16(void) { agreement(DIST_BF16); }
+static void test_agree_f16(void) { agreement(DIST_F16); }
+static void test_agree_f32(void) { agreement(DIST_F32); }
+
+/* ---- the merge, distributed ------------------------------------------------------------ */
+
+/* lr = 0: parameters change only by global syncs. Every rank starts from
+ * OFF (the agreed ref), then node n holds p = OFF + c_n m_k with c_n = n + 1,
+ * m_k = 1 + k % 3. Warmup 0 starts cycling at (gs, ls, btw) = (4, 1, 1):
+ * batch 0 sends from local rank 0, batch 1 receives and merges with w = 2:
+ *     q_n = OFF + (2 c_n m_k + S m_k) / (N + 2),  S = sum of c_n = N (N + 1) / 2,
+ * batch 4 sends (local rank 1 when there is one), batch 5 merges:
+ *     r_n = OFF + (2 (q_n - OFF) + S m_k) / (N + 2)   (the q_n sum as the p_n did),
+ * batch 8 sends, and batch 9, the last, merges it and averages blocking: the
+ * mean OFF + S m_k / N everywhere (merges preserve the sum over nodes).
+ * OFF = 1 + 2^-12 is not a bf16 number but every change c_n m_k is: the
+ * first merge is exact only if the change, not the parameter, is downcast. */
+#define OFF (1 + 0x1p-12)
+static void merge_run(dist_dtype downcast) {
+  if (UNEVEN) return;
+  dist_daso_options o = DIST_DASO_OPTIONS_INIT;
+  o.total_epochs = 1;
+  o.warmup_epochs = 0;
+  o.cooldown_epochs = 0;
+  o.downcast = downcast;
+  o.sending_chunk_size = 5; /* 4 chunks of (NW + 1) */
+  model m;
+  if (!model_daso(&m, 0.0, 0.0, OFF, &o, 10)) {
+    model_free(&m);
+    return;
+  }
+  const double S = N * (N + 1) / 2.0, c = NODE + 1;
+  /* First merge: differences are small integers, exact in bf16 too. Later
+   * ones round each node's change to the wire's precision. */
+  const double tol1 = 1e-7, tol = downcast == DIST_F32 ? 1e-6 : 2e-2;
+  const size_t wire = downcast == DIST_F32 ? 4 : 2;
+  for (int k = 0; k < NW; k++) m.w[k] = (float)(OFF + c * (1 + k % 3));
+  for (int b = 0; b < 10; b++) {
+    if (!CALL_OK(daso_batch(&m, b, 1, NULL))) break;
+    dist_daso_state st = state_of(&m);
+    int bad = 0;
+    for (int k = 0; k < NW && !bad; k++) {
+      double mk = 1 + k % 3, q = (2 * c * mk + S * mk) / (N + 2), r = (2 * q + S * mk) / (N + 2);
+      double want = OFF + (b < 1 ? c * mk : b < 5 ? q : b < 9 ? r : S * mk / N);
+      bad = !near_(m.w[k], want, b < 5 ? tol1 : tol, "merged parameter", __LINE__);
+      if (bad) fprintf(stderr, "  after batch %d, element %d\n", b, k);
+    }
+    /* A send is in flight from batches 0, 4 and 8 to the next batch. */
+    CHECK(st.sends_pending == (b == 0 || b == 4 || b == 8));
+    if (b == 0) { /* only local rank 0's cross group sent: NW + 1 wire elements */
+      CHECK(st.global_bytes_sent == (LRANK == 0 ? (NW + 1) * wire : 0));
+      CHECK(st.global_syncs == (LRANK == 0 ? 1u : 0u));
+    }
+    if (bad) break;
+  }
+  CHECK(divergence(&m) == 0);
+  model_free(&m);
+}
+
+static void test_merge_bf16(void) { merge_run(DIST_BF16); }
+static void test_merge_f32(void) { merge_run(DIST_F32); }
+
+/* ---- training: DASO against the DDP reducer --------------------------------------------- */
+
+#define TR_EPOCHS 12
+#define TR_BATCHES 10
+#define TR_LR 0.05
+#define TR_MOMENTUM 0.9
+
+/* The same problem with the DDP reducer over the world: the reference. */
+static double train_ddp(float *wout) {
+  model m;
+  dist_ddp *ddp = NULL;
+  double loss = NAN;
+  if (model_init(&m, TR_LR, TR_MOMENTUM, NAN) && CALL_OK(dist_ddp_create(m.p, NULL, &ddp))) {
+    for (int e = 0; e < TR_EPOCHS; e++)
+      for (int b = 0; b < TR_BATCHES; b++) {
+        memset(m.g, 0, sizeof m.g);
+        batch_loss(m.w, m.g, R, b, 1);
+        CALL_OK(dist_ddp_mark_ready(ddp, 1));
+        CALL_OK(dist_ddp_mark_ready(ddp, 0));
+        CALL_OK(dist_ddp_finalize(ddp));
+        CALL_OK(dist_optim_step(m.o));
+      }
+    loss = full_loss(m.w, TR_BATCHES);
+    if (wout) memcpy(wout, m.w, sizeof m.w);
+  }
+  dist_ddp_destroy(ddp);
+  model_free(&m);
+  return loss;
+}
+
+/* Only a hundredfold drop counts as progress: the phase moves every third
+ * epoch, (4,1,1) -> (2,1,1) -> (1,1,1) -> (max, max/4, max/4). */
+static double train_daso(int max_global_skips, int *pending_seen, float *wout) {
+  dist_daso_options o = DIST_DASO_OPTIONS_INIT;
+  o.total_epochs = TR_EPOCHS;
+  o.warmup_epochs = 1;
+  o.cooldown_epochs = 1;
+  o.stability_level = 0.99;
+  o.max_global_skips = max_global_skips;
+  o.verbose = getenv("DASO_VERBOSE") != NULL;
+  model m;
+  double loss = NAN;
+  *pending_seen = 0;
+  if (model_daso(&m, TR_LR, TR_MOMENTUM, NAN, &o, TR_BATCHES)) {
+    for (int e = 0; e < TR_EPOCHS; e++) {
+      double el = 0, l;
+      for (int b = 0; b < TR_BATCHES; b++) {
+        CALL_OK(daso_batch(&m, b, 1, &l));
+        el += l / TR_BATCHES;
+        *pending_seen |= state_of(&m).sends_pending;
+        /* Blocking syncs agree here too, after phases without local syncs. */
+        if ((e < 1 || e >= TR_EPOCHS - 1 || b == TR_BATCHES - 1) && !CHECK(divergence(&m) == 0))
+          fprintf(stderr, "  epoch %d batch %d\n", e, b);
+      }
+      CALL_OK(dist_daso_epoch_loss_logic(m.d, el, 0));
+    }
+    CHECK(divergence(&m) == 0);
+    loss = full_loss(m.w, TR_BATCHES);
+    if (wout) memcpy(wout, m.w, sizeof m.w);
+  }
+  model_free(&m);
+  return loss;
+}
+
+static void test_converges_like_ddp(void) {
+  if (UNEVEN) return;
+  int pending = 0;
+  double start;
+  {
+    float w0[NW];
+    for (int i = 0; i < NW; i++) w0[i] = (float)(0.3 * unit2(77, (uint64_t)i)); /* rank 0's initial values */
+    start = full_loss(w0, TR_BATCHES);
+  }
+  double ddp = train_ddp(NULL), daso = train_daso(8, &pending, NULL); /* ends in (8,2,2): local syncs skipped */
+  if (R == 0) printf("  [%dx%d] loss: start %.6f, DDP %.6f, DASO %.6f\n", N, L, start, ddp, daso);
+  CHECK(ddp < 0.1 * start); /* the problem was learnt at all */
+  if (!CHECK(fabs(daso - ddp) <= 0.05 * ddp)) fprintf(stderr, "  DASO loss %g vs DDP %g\n", daso, ddp);
+  CHECK(pending); /* cycling happened: at least one non-blocking send */
+}
+
+/* One node: cross groups of one rank, so the global sync has nothing to
+ * average and must leave the parameters alone (daso.h: a no-op). With
+ * local skips kept at 1 (max_global_skips 4: the cycle returns to (4,1,1))
+ * DASO is then the node's DDP, which here is the world's: the same
+ * arithmetic as the reference, up to summation order. */
+static void test_one_node_is_ddp(void) {
+  if (UNEVEN || N != 1) return;
+  int pending = 0;
+  float wd[NW], wa[NW];
+  train_ddp(wd);
+  train_daso(4, &pending, wa);
+  for (int i = 0; i < NW; i++)
+    if (!NEAR(wa[i], wd[i], 1e-5)) break;
+}
+
+/* ---- NaN in a sent buffer --------------------------------------------------------------- */
+
+/* The NaN sits on one rank only: a sender of the sync that finds it, on the
+ * last node (local rank 1 % L at warmup's batch 1, which is blocking; local
+ * rank 0 when cycling: batch 0 sends, batch 1 receives). It is written after
+ * the backward, so no gradient spreads it. Every rank must fail, naming NaN,
+ * and nothing may hang. */
+static void nan_run(int warmup) {
+  if (UNEVEN) return;
+  dist_daso_options o = DIST_DASO_OPTIONS_INIT;
+  o.total_epochs = 3;
+  o.warmup_epochs = warmup;
+  o.cooldown_epochs = 0;
+  model m;
+  if (!model_daso(&m, 0.05, 0, NAN, &o, 6)) {
+    model_free(&m);
+    return;
+  }
+  int victim = NODE == N - 1 && LRANK == (warmup ? 1 % L : 0);
+  dist_status s = DIST_SUCCESS;
+  for (int b = 0; b < 2; b++) {
+    CALL_OK(dist_daso_zero_grad(m.d));
+    batch_loss(m.w, m.g, R, b, 1);
+    CALL_OK(dist_daso_mark_ready(m.d, 1));
+    CALL_OK(dist_daso_mark_ready(m.d, 0));
+    if (victim && b == (warmup ? 1 : 0)) m.w[3] = NAN;
+    s = dist_daso_step(m.d);
+    if (b == 0) {
+      CALL_OK(s);
+      CHECK(state_of(&m).sends_pending == !warmup); /* cycling: the poisoned send is in flight */
+    }
+  }
+  CALL_FAILS(s, DIST_ERR_INVALID_ARGUMENT, "NaN");
+  CHECK(state_of(&m).sends_pending == 0);
+  model_free(&m); /* nothing in flight: destroy completes */
+}
+
+static void test_nan_blocking(void) { nan_run(1); }
+static void test_nan_nonblocking(void) { nan_run(0); }
+
+/* ---- gradient scaler --------------------------------------------------------------------- */
+
+typedef struct scaler_ctx {
+  double scale;
+  int calls, last_found_inf, infs;
+} scaler_ctx;
+static double sc_scale(void *c) { return ((scaler_ctx *)c)->scale; }
+static void sc_update(void *c, int found_inf) {
+  scaler_ctx *s = c;
+  s->calls++;
+  s->last_found_inf = found_inf;
+  s->infs += found_inf;
+}
+
+/* Cycling from batch 0 ((4, 1, 1)): batches 2 and 3 do no global sync, so a
+ * step there is the local optimizer alone, on gradients averaged in the node. */
+static void test_scaler(void) {
+  if (UNEVEN) return;
+  dist_daso_options o = DIST_DASO_OPTIONS_INIT;
+  o.total_epochs = 2;
+  o.warmup_epochs = 0;
+  o.cooldown_epochs = 0;
+  const double lr = 0.05;
+  model m;
+  if (!model_daso(&m, lr, 0, NAN, &o, 6)) {
+    model_free(&m);
+    return;
+  }
+  scaler_ctx sc = {1.0, 0, -1, 0};
+  dist_grad_scaler gs = {sc_scale, sc_update, &sc};
+  CALL_OK(dist_daso_add_scaler(m.d, &gs));
+  CALL_OK(daso_batch(&m, 0, 1, NULL));
+  CALL_OK(daso_batch(&m, 1, 1, NULL));
+  CHECK(sc.calls == 2 && sc.infs == 0 && state_of(&m).skipped_steps == 0);
+
+  /* Batch 2: 1/scale = 1e40 overflows every f32 gradient: the step is skipped. */
+  float before[NW];
+  memcpy(before, m.w, sizeof before);
+  sc.scale = 1e-40;
+  CALL_OK(daso_batch(&m, 2, 1, NULL));
+  CHECK(sc.calls == 3 && sc.last_found_inf == 1);
+  CHECK(state_of(&m).skipped_steps == 1);
+  CHECK(memcmp(before, m.w, sizeof before) == 0);
+
+  /* Batch 3: loss scaled by 4, scale 4: the plain SGD step on the node's mean
+   * gradient, which this rank recomputes from its node's shards. */
+  sc.scale = 4;
+  memcpy(before, m.w, sizeof before);
+  double gmean[NW] = {0};
+  for (int r = 0; r < W; r++)
+    if (NODE_OF[r] == NODE) {
+      float g[NW] = {0};
+      batch_loss(before, g, r, 3, 1);
+      for (int i = 0; i < NW; i++) gmean[i] += (double)g[i] / L;
+    }
+  CALL_OK(daso_batch(&m, 3, 4, NULL));
+  CHECK(sc.calls == 4 && sc.last_found_inf == 0);
+  CHECK(state_of(&m).skipped_steps == 1);
+  for (int i = 0; i < NW; i++)
+    if (!NEAR(m.w[i], before[i] - lr * gmean[i], 1e-6)) break;
+
+  /* A gradient already inf with a sane scale is caught too. */
+  sc.scale = 1;
+  CALL_OK(dist_daso_zero_grad(m.d));
+  batch_loss(m.w, m.g, R, 4, 1);
+  m.g[0] = INFINITY; /* on every rank: the node average is inf as well */
+  memcpy(before, m.w, sizeof before);
+  CALL_OK(dist_daso_mark_ready(m.d, 1));
+  CALL_OK(dist_daso_mark_ready(m.d, 0));
+  CALL_OK(dist_daso_step(m.d)); /* batch 4: global send, no receive */
+  CHECK(sc.last_found_inf == 1 && state_of(&m).skipped_steps == 2);
+  CHECK(memcmp(before, m.w, sizeof before) == 0);
+
+  /* A bad scale is an error; removing the scaler stops the calls. */
+  sc.scale = 0;
+  CALL_FAILS(daso_batch(&m, 5, 1, NULL), DIST_ERR_INVALID_ARGUMENT, "scale");
+  CALL_OK(dist_daso_add_scaler(m.d, NULL));
+  int calls = sc.calls;
+  CALL_OK(daso_batch(&m, 5, 1, NULL));
+  CHECK(sc.calls == calls);
+  model_free(&m);
+}
+
+/* ---- use_mpi_groups 0 and 1 ------------------------------------------------------------- */
+
+/* Two models trained side by side, one per way of building the cross
+ * communicators: identical parameters after every step. */
+static void test_mpi_groups(void) {
+  if (UNEVEN) return;
+  dist_daso_options o = DIST_DASO_OPTIONS_INIT;
+  o.total_epochs = 4;
+  o.warmup_epochs = 1;
+  o.cooldown_epochs = 1;
+  o.sending_chunk_size = 6;
+  model a, b;
+  o.use_mpi_groups = 1;
+  int ok = model_daso(&a, 0.05, 0.9, NAN, &o, 6);
+  o.use_mpi_groups = 0;
+  ok = model_daso(&b, 0.05, 0.9, NAN, &o, 6) && ok;
+  int same = 1;
+  for (int e = 0; ok && e < 4 && same; e++) {
+    double la = 0, lb = 0, l;
+    for (int bi = 0; bi < 6 && same; bi++) {
+      CALL_OK(daso_batch(&a, bi, 1, &l));
+      la += l;
+      CALL_OK(daso_batch(&b, bi, 1, &l));
+      lb += l;
+      same = CHECK(memcmp(a.w, b.w, sizeof a.w) == 0);
+      if (!same) fprintf(stderr, "  epoch %d batch %d differs\n", e, bi);
+    }
+    CALL_OK(dist_daso_epoch_loss_logic(a.d, la / 6, 0));
+    CALL_OK(dist_daso_epoch_loss_logic(b.d, lb / 6, 0));
+  }
+  model_free(&a);
+  model_free(&b);
+}
+
+/* ---- epoch logic, reset, schedule -------------------------------------------------------- */
+
+/* One batch per epoch (every step is the epoch's blocking sync), warmup 1:
+ * epoch 1 enters cycling at (4, 1, 1) and seeds the plateau test; three
+ * non-improving epochs (5% threshold) make it stable: (2, 1, 1). */
+static void test_epoch_logic_and_reset(void) {
+  if (UNEVEN) return;
+  dist_daso_options o = DIST_DASO_OPTIONS_INIT;
+  o.total_epochs = 20;
+  o.warmup_epochs = 1;
+  o.cooldown_epochs = 2;
+  const double lr = 0.05, mu = 0.9;
+  model m;
+  if (!model_daso(&m, lr, mu, NAN, &o, 1)) {
+    model_free(&m);
+    return;
+  }
+  const int flat[4] = {4, 4, 4, 2}, improving[4] = {4, 4, 4, 4};
+
+  /* Averaged here: rank losses spread around 1 by multiples of 1/8 (exact),
+   * so only the world mean (1 every epoch) is flat. Each rank alone would
+   * see its own losses rise or fall. */
+  CALL_OK(daso_batch(&m, 0, 1, NULL));
+  for (int e = 0; e < 4; e++) {
+    double loss = 1 + (R - (W - 1) / 2.0) * 0.125 * (e + 1);
+    CALL_OK(dist_daso_epoch_loss_logic(m.d, loss, 0));
+    dist_daso_state st = state_of(&m);
+    CHECK(st.global_skips == flat[e] && st.local_skips == 1 && st.batches_to_wait == 1);
+    CALL_OK(daso_batch(&m, 0, 1, NULL));
+  }
+  /* Reset with a send in flight would need cycling with more batches; here
+   * every step ends blocking. Back to epoch 0, warmup. */
+  float kept[NW];
+  memcpy(kept, m.w, sizeof kept);
+  CALL_OK(dist_daso_reset(m.d));
+  dist_daso_state st = state_of(&m);
+  CHECK(st.epoch == 0 && st.batch == 0 && st.global_skips == 0 && st.batches_to_wait == 0 && st.sends_pending == 0);
+  CHECK(memcmp(kept, m.w, sizeof kept) == 0); /* parameters kept (they agreed already) */
+
+  /* Already averaged: the value is used as given. Rank 0's is flat, the
+   * others' halve every epoch: their schedules differ (harmless here, every
+   * step is the last batch of its epoch). */
+  CALL_OK(daso_batch(&m, 0, 1, NULL)); /* epoch 0 (warmup) after reset */
+  for (int e = 0; e < 4; e++) {
+    double loss = R == 0 ? 1.0 : ldexp(1.0, -e);
+    CALL_OK(dist_daso_epoch_loss_logic(m.d, loss, 1));
+    st = state_of(&m);
+    CHECK(st.global_skips == (R == 0 ? flat[e] : improving[e]));
+    CALL_OK(daso_batch(&m, 0, 1, NULL));
+  }
+
+  /* Reset clears the local optimizer: the next SGD step is a first step,
+   * p - lr g, with no momentum from before. */
+  CALL_OK(dist_daso_reset(m.d));
+  CHECK(divergence(&m) == 0);
+  memcpy(kept, m.w, sizeof kept);
+  for (int i = 0; i < NW; i++) m.g[i] = (float)(0.25 * (1 + i % 5));
+  CALL_OK(dist_optim_step(m.o));
+  for (int i = 0; i < NW; i++)
+    if (!NEAR(m.w[i], kept[i] - lr * 0.25 * (1 + i % 5), 1e-6)) break;
+  /* The last batch survives reset: stepping needs no set_last_batch. */
+  CALL_OK(daso_batch(&m, 0, 1, NULL));
+  CHECK(state_of(&m).epoch == 1);
+  model_free(&m);
+}
+
+/* A send in flight at reset is received first; then all ranks restart from
+ * rank 0's parameters. */
+static void test_reset_in_flight(void) {
+  if (UNEVEN) return;
+  dist_daso_options o = DIST_DASO_OPTIONS_INIT;
+  o.total_epochs = 3;
+  o.warmup_epochs = 0;
+  o.cooldown_epochs = 0;
+  model m;
+  if (!model_daso(&m, 0.05, 0.9, NAN, &o, 8)) {
+    model_free(&m);
+    return;
+  }
+  CALL_OK(daso_batch(&m, 0, 1, NULL));
+  CHECK(state_of(&m).sends_pending == 1);
+  CALL_OK(dist_daso_reset(m.d));
+  dist_daso_state st = state_of(&m);
+  CHECK(st.sends_pending == 0 && st.epoch == 0 && st.batch == 0);
+  CHECK(st.global_skips == 4 && st.batches_to_wait == 1); /* no warmup: cycling at once */
+  CHECK(divergence(&m) == 0);
+  for (int b = 0; b < 8; b++) CALL_OK(daso_batch(&m, b, 1, NULL));
+  CHECK(divergence(&m) == 0 && state_of(&m).epoch == 1);
+  model_free(&m);
+}
+
+static double custom_lr(void *ctx, int64_t k, double base) {
+  ++*(int *)ctx;
+  return base / (double)(1 + k);
+}
+
+/* The schedule is stepped once per dist_daso_step (as Heat steps its
+ * scheduler in step()). */
+static void test_schedule(void) {
+  if (UNEVEN) return;
+  const dist_lr_schedule kinds[3] = {{DIST_LR_EXPONENTIAL, 0, 0.5, NULL, NULL},
+                                     {DIST_LR_STEP, 2, 0.1, NULL, NULL},
+                                     {DIST_LR_CUSTOM, 0, 0, custom_lr, NULL}};
+  for (int s = 0; s < 3; s++) {
+    int calls = 0;
+    dist_lr_schedule sch = kinds[s];
+    if (sch.kind == DIST_LR_CUSTOM) sch.ctx = &calls;
+    dist_daso_options o = DIST_DASO_OPTIONS_INIT;
+    o.total_epochs = 4;
+    o.warmup_epochs = 1;
+    o.cooldown_epochs = 1;
+    o.schedule = &sch;
+    model m;
+    if (!model_daso(&m, 0.1, 0, NAN, &o, 3)) {
+      model_free(&m);
+      continue;
+    }
+    CHECK(dist_optim_get_lr(m.o) == 0.1);
+    for (int k = 1; k <= 5; k++) {
+      CALL_OK(daso_batch(&m, (k - 1) % 3, 1, NULL));
+      if (k == 3) CALL_OK(dist_daso_epoch_loss_logic(m.d, 1.0, 0));
+      double want = s == 0 ? 0.1 * pow(0.5, k) : s == 1 ? 0.1 * pow(0.1, k / 2) : 0.1 / (1 + k);
+      NEAR(dist_optim_get_lr(m.o), want, 1e-12);
+    }
+    if (sch.kind == DIST_LR_CUSTOM) CHECK(calls == 5);
+    model_free(&m);
+  }
+}
+
+/* ---- suites and rounds --------------------------------------------------------------------- */
+
+static CU_TestInfo merge_tests[] = {{"merge formula by hand", test_merge_formula}, CU_TEST_INFO_NULL};
+static CU_TestInfo setup_tests[] = {
+    {"node layout (uneven nodes refused)", test_layout},
+    {"option errors, NULLs, set_last_batch", test_option_errors},
+    CU_TEST_INFO_NULL};
+static CU_TestInfo sync_tests[] = {
+    {"agreement after blocking syncs, bf16", test_agree_bf16},
+    {"agreement after blocking syncs, f16", test_agree_f16},
+    {"agreement after blocking syncs, f32", test_agree_f32},
+    {"merge by hand, bf16", test_merge_bf16},
+    {"merge by hand, f32", test_merge_f32},
+    {"NaN sent in a blocking sync", test_nan_blocking},
+    {"NaN sent in a non-blocking sync", test_nan_nonblocking},
+    {"use_mpi_groups 0 == 1", test_mpi_groups},
+    CU_TEST_INFO_NULL};
+static CU_TestInfo train_tests[] = {
+    {"regression: DASO loss within 5% of DDP", test_converges_like_ddp},
+    {"one node: DASO == DDP", test_one_node_is_ddp},
+    {"gradient scaler", test_scaler},
+    {"epoch_loss_logic and reset", test_epoch_logic_and_reset},
+    {"reset with a send in flight", test_reset_in_flight},
+    {"lr schedule per step", test_schedule},
+    CU_TEST_INFO_NULL};
+
+static CU_SuiteInfo suites[] = {{"merge", NULL, NULL, NULL, NULL, merge_tests},
+                                {"setup", NULL, NULL, NULL, NULL, setup_tests},
+                                {"global sync", NULL, NULL, NULL, NULL, sync_tests},
+                                {"training", NULL, NULL, NULL, NULL, train_tests},
+                                CU_SUITE_INFO_NULL};
+
+/* This round's layout from the manager. */
+static int read_layout(void) {
+  int bad = 0;
+  bad |= dist_manager_local_size(&L) != DIST_SUCCESS;
+  bad |= dist_manager_node_count(&N) != DIST_SUCCESS;
+  bad |= dist_manager_node(&NODE) != DIST_SUCCESS;
+  bad |= dist_manager_local_rank(&LRANK) != DIST_SUCCESS;
+  NODE_OF = malloc(sizeof(int) * (size_t)W);
+  if (bad || !NODE_OF) return 1;
+  MPI_Allgather(&NODE, 1, MPI_INT, NODE_OF, 1, MPI_INT, MPI_COMM_WORLD);
+  int lmin = L, lmax = L;
+  MPI_Allreduce(MPI_IN_PLACE, &lmin, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &lmax, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  UNEVEN = lmin != lmax;
+  return 0;
+}
+
+int main(void) {
+  MPI_Init(NULL, NULL); /* the round list needs W before the manager starts */
+  MPI_Comm_size(MPI_COMM_WORLD, &W);
+  MPI_Comm_rank(MPI_COMM_WORLD, &R);
+  /* Layouts: as launched (real nodes: one on a single machine, or the
+   * launcher's DIST_RANKS_PER_NODE), then, unless the launcher chose, one
+   * rank per node and (odd sizes) uneven nodes of 2. */
+  int rpn[3], nrounds = 0;
+  rpn[nrounds++] = 0; /* first, while the variable is still as launched */
+  if (!getenv("DIST_RANKS_PER_NODE")) {
+    if (W > 1) rpn[nrounds++] = 1;
+    if (W % 2 == 1 && W > 1) rpn[nrounds++] = 2;
+  }
+  int failed = 0;
+  for (int i = 0; i < nrounds; i++) {
+    char v[16];
+    RPN = rpn[i];
+    if (rpn[i] > 0) {
+      snprintf(v, sizeof v, "%d", rpn[i]);
+      setenv("DIST_RANKS_PER_NODE", v, 1);
+    }
+    dist_status s = dist_manager_initialize();
+    if (s != DIST_SUCCESS) {
+      fprintf(stderr, "initialize: %s (%s)\n", dist_status_string(s), dist_last_error());
+      failed++;
+      break;
+    }
+    if (read_layout()) {
+      fprintf(stderr, "layout queries failed\n");
+      failed++;
+    } else {
+      char tag[96];
+      snprintf(tag, sizeof tag, "test_daso[rank %d/%d, %d node(s) x %d%s]", R, W, N, L, UNEVEN ? ", uneven" : "");
+      failed += cunit_run(suites, tag, R != 0);
+    }
+    free(NODE_OF);
+    NODE_OF = NULL;
+    if (dist_manager_finalize() != DIST_SUCCESS) failed++;
+  }
+  int total = 0;
+  MPI_Allreduce(&failed, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (R == 0) printf("test_daso: %d failure(s) over %d rank(s)\n", total, W);
+  MPI_Finalize();
+  return total != 0;
+}
