@@ -1,0 +1,855 @@
+/* Distributed tests of parameter sets (params.h) and the DDP gradient
+ * reducer (ddp.h), at 1, 2, 3 and 4 ranks.
+ *
+ * The model is a 2-layer MLP, y = W2 tanh(W1 x + b1) + b2 with an MSE loss,
+ * whose hand-written backward marks each parameter ready as soon as its
+ * gradient is final (b2, W2, then b1, W1). Every rank can rebuild any rank's
+ * micro-batch from (seed, global row), so the reference is the same MLP code
+ * run in-process on the concatenated batch: with the same rows per rank, the
+ * average of the per-rank mean-loss gradients is the full-batch mean-loss
+ * gradient. Optimizer runs compare with the same optimizer stepping a private
+ * replica on the full-batch gradients. */
+#include <distmgr.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cunit_main.h"
+
+static int W, R; /* world size and rank */
+
+/* ---- model ------------------------------------------------------------------ */
+
+#define DIN 16
+#define HID 20
+#define DOUT 6
+#define ROWS 4 /* rows per rank per micro-batch */
+#define STEPS 5
+/* Small caps: b2 alone (W2 would overflow 256 B), then W2 + b1 (560 B), then
+ * W1 (1280 B) alone, over the 1024 B cap. */
+#define FIRST_CAP 256
+#define CAP 1024
+#define INIT_SEED 77
+
+enum { W1, B1, W2, B2, NP }; /* registration (forward) order */
+static const int64_t NUMEL[NP] = {HID * DIN, HID, DOUT * HID, DOUT};
+static const char *const NAME[NP] = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"};
+static const double INIT_SCALE[NP] = {0.5, 0.1, 0.5, 0.1};
+static int64_t total_numel(void) { return NUMEL[W1] + NUMEL[B1] + NUMEL[W2] + NUMEL[B2]; }
+
+static uint64_t mix(uint64_t x) { /* splitmix64 finalizer */
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+/* Uniform in [-1, 1), a pure function of (seed, k). */
+static float sym(uint64_t seed, uint64_t k) { return (float)(2.0 * (double)(mix(mix(seed) ^ k) >> 11) * 0x1p-53 - 1.0); }
+
+typedef struct mlp {
+  float *w[NP], *g[NP];
+} mlp;
+
+static mlp mlp_new(uint64_t seed) {
+  mlp m;
+  for (int i = 0; i < NP; i++) {
+    m.w[i] = malloc(sizeof(float) * (size_t)NUMEL[i]);
+    m.g[i] = calloc((size_t)NUMEL[i], sizeof(float));
+    for (int64_t k = 0; k < NUMEL[i]; k++) m.w[i][k] = (float)(INIT_SCALE[i] * sym(seed * 16 + (uint64_t)i, (uint64_t)k));
+  }
+  return m;
+}
+
+static void mlp_free(mlp *m) {
+  for (int i = 0; i < NP; i++) free(m->w[i]), free(m->g[i]);
+}
+
+static void zero(float *const g[NP]) {
+  for (int i = 0; i < NP; i++) memset(g[i], 0, sizeof(float) * (size_t)NUMEL[i]);
+}
+
+/* How the backward reports ready gradients. */
+typedef struct marker {
+  dist_ddp *d;      /* NULL: no reducer (the reference) */
+  const int *order; /* NULL: mark each as soon as final; else all at the end in this order */
+  int skip;         /* a parameter left unmarked, -1 none */
+} marker;
+#define MARK(d) {(d), NULL, -1}
+
+static void assert_at(int ok, int line, const char *what) {
+  CU_assertImplementation(ok ? CU_TRUE : CU_FALSE, (unsigned)line, what, __FILE__, "", CU_FALSE);
+}
+
+#define CALL_OK(call, what) call_ok_((call), (what), __LINE__)
+static int call_ok_(dist_status s, const char *what, int line) {
+  if (s != DIST_SUCCESS)
+    fprintf(stderr, "[rank %d/%d] line %d: %s returned %d (%s: %s)\n", R, W, line, what, (int)s, dist_status_string(s),
+            dist_last_error());
+  assert_at(s == DIST_SUCCESS, line, what);
+  return s == DIST_SUCCESS;
+}
+
+/* Expect `code` and a message containing `text`. */
+#define CALL_FAILS(call, code, text, what) call_fails_((call), (code), (text), (what), __LINE__)
+static void call_fails_(dist_status s, dist_status code, const char *text, const char *what, int line) {
+  int ok = s == code && (!text || strstr(dist_last_error(), text));
+  if (!ok)
+    fprintf(stderr, "[rank %d/%d] line %d: %s returned %d (%s), expected %d with '%s'\n", R, W, line, what, (int)s,
+            s ? dist_last_error() : "success", (int)code, text ? text : "");
+  assert_at(ok, line, what);
+}
+
+static void mark(marker *mk, int i) {
+  if (mk && mk->d && i != mk->skip) CALL_OK(dist_ddp_mark_ready(mk->d, i), NAME[i]);
+}
+
+/* Rows [row0, row0 + rows) of batch `seed`. */
+static void batch(uint64_t seed, int64_t row0, int rows, float *x, float *t) {
+  for (int r = 0; r < rows; r++) {
+    for (int j = 0; j < DIN; j++) x[r * DIN + j] = sym(2 * seed, (uint64_t)((row0 + r) * DIN + j));
+    for (int o = 0; o < DOUT; o++) t[r * DOUT + o] = sym(2 * seed + 1, (uint64_t)((row0 + r) * DOUT + o));
+  }
+}
+
+/* Forward and backward of scale * mean((y - t)^2) over the rows, ADDING the
+ * gradients into g (accumulation is the caller's choice) and marking each
+ * parameter as its gradient becomes final. f32 throughout, like a model. */
+static void mlp_backward(float *const w[NP], float *const g[NP], uint64_t seed, int64_t row0, int rows, double scale,
+                         marker *mk) {
+  float *x = malloc(sizeof(float) * (size_t)rows * DIN), *t = malloc(sizeof(float) * (size_t)rows * DOUT);
+  float *h = malloc(sizeof(float) * (size_t)rows * HID), *dy = malloc(sizeof(float) * (size_t)rows * DOUT);
+  float *da = malloc(sizeof(float) * (size_t)rows * HID);
+  batch(seed, row0, rows, x, t);
+  const float c = (float)(2.0 * scale / ((double)rows * DOUT));
+  for (int r = 0; r < rows; r++) {
+    for (int j = 0; j < HID; j++) {
+      float a = w[B1][j];
+      for (int k = 0; k < DIN; k++) a += w[W1][j * DIN + k] * x[r * DIN + k];
+      h[r * HID + j] = tanhf(a);
+    }
+    for (int o = 0; o < DOUT; o++) {
+      float y = w[B2][o];
+      for (int j = 0; j < HID; j++) y += w[W2][o * HID + j] * h[r * HID + j];
+      dy[r * DOUT + o] = c * (y - t[r * DOUT + o]);
+    }
+  }
+  int lazy = mk && mk->order;
+  for (int r = 0; r < rows; r++)
+    for (int o = 0; o < DOUT; o++) g[B2][o] += dy[r * DOUT + o];
+  if (!lazy) mark(mk, B2);
+  for (int r = 0; r < rows; r++)
+    for (int o = 0; o < DOUT; o++)
+      for (int j = 0; j < HID; j++) g[W2][o * HID + j] += dy[r * DOUT + o] * h[r * HID + j];
+  if (!lazy) mark(mk, W2);
+  for (int r = 0; r < rows; r++)
+    for (int j = 0; j < HID; j++) {
+      float s = 0;
+      for (int o = 0; o < DOUT; o++) s += w[W2][o * HID + j] * dy[r * DOUT + o];
+      da[r * HID + j] = s * (1 - h[r * HID + j] * h[r * HID + j]);
+    }
+  for (int r = 0; r < rows; r++)
+    for (int j = 0; j < HID; j++) g[B1][j] += da[r * HID + j];
+  if (!lazy) mark(mk, B1);
+  for (int r = 0; r < rows; r++)
+    for (int j = 0; j < HID; j++)
+      for (int k = 0; k < DIN; k++) g[W1][j * DIN + k] += da[r * HID + j] * x[r * DIN + k];
+  if (!lazy) mark(mk, W1);
+  for (int i = 0; lazy && i < NP; i++) mark(mk, mk->order[i]);
+  free(x), free(t), free(h), free(dy), free(da);
+}
+
+/* ---- comparisons ------------------------------------------------------------ */
+
+static double max_abs(const float *v, int64_t n) {
+  double m = 0;
+  for (int64_t i = 0; i < n; i++) m = fmax(m, fabs(v[i]));
+  return m;
+}
+
+/* |got - want| <= rtol |want| + atol elementwise; reports the first miss. */
+#define EXPECT_CLOSE(got, want, n, rtol, atol, what) expect_close_(got, want, n, rtol, atol, what, __LINE__)
+static void expect_close_(const float *got, const float *want, int64_t n, double rtol, double atol, const char *what,
+                          int line) {
+  int64_t bad = -1;
+  for (int64_t i = 0; i < n && bad < 0; i++)
+    if (!(fabs((double)got[i] - want[i]) <= rtol * fabs(want[i]) + atol)) bad = i;
+  if (bad >= 0)
+    fprintf(stderr, "[rank %d/%d] line %d: %s: element %lld of %lld is %.9g, expected %.9g\n", R, W, line, what,
+            (long long)bad, (long long)n, got[bad], want[bad]);
+  assert_at(bad < 0, line, what);
+}
+
+/* Gradients: f32 sums in a different order, so relative 1e-5, with an
+ * absolute floor of 1e-6 of the tensor's largest entry for entries that
+ * cancel. */
+#define EXPECT_GRADS(got, want, what) expect_grads_(got, want, what, __LINE__)
+static void expect_grads_(float *const got[NP], float *const want[NP], const char *what, int line) {
+  for (int i = 0; i < NP; i++) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "%s: gradient of %s", what, NAME[i]);
+    expect_close_(got[i], want[i], NUMEL[i], 1e-5, 1e-6 * max_abs(want[i], NUMEL[i]) + 1e-12, msg, line);
+  }
+}
+
+#define EXPECT_SAME(got, want, what) expect_same_(got, want, what, __LINE__)
+static void expect_same_(float *const got[NP], float *const want[NP], const char *what, int line) {
+  for (int i = 0; i < NP; i++) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "%s: %s bit for bit", what, NAME[i]);
+    int same = memcmp(got[i], want[i], sizeof(float) * (size_t)NUMEL[i]) == 0;
+    if (!same) fprintf(stderr, "[rank %d/%d] line %d: %s differs\n", R, W, line, msg);
+    assert_at(same, line, msg);
+  }
+}
+
+/* ---- rigs: a replica registered with a reducer -------------------------------- */
+
+typedef struct rig {
+  mlp m; /* the user's buffers */
+  dist_params *p;
+  dist_ddp *d;
+} rig;
+
+static const rig NO_RIG; /* what rig_close accepts when rig_open never ran */
+
+static dist_ddp_options small_caps(void) {
+  dist_ddp_options o = DIST_DDP_OPTIONS_INIT;
+  o.first_bucket_bytes = FIRST_CAP;
+  o.bucket_bytes = CAP;
+  return o;
+}
+
+/* Each rank starts from different values: commit must replace them with rank 0's. */
+static int rig_open(rig *r, const dist_ddp_options *o) {
+  memset(r, 0, sizeof *r);
+  r->m = mlp_new(INIT_SEED + (uint64_t)R);
+  if (!CALL_OK(dist_params_create(NULL, &r->p), "dist_params_create")) return 0;
+  for (int i = 0; i < NP; i++) {
+    int index = -1;
+    if (!CALL_OK(dist_params_add_host(r->p, NAME[i], r->m.w[i], r->m.g[i], NUMEL[i], &index), "dist_params_add_host"))
+      return 0;
+    CU_ASSERT_EQUAL(index, i);
+  }
+  if (!CALL_OK(dist_params_commit(r->p), "dist_params_commit")) return 0;
+  return CALL_OK(dist_ddp_create(r->p, o, &r->d), "dist_ddp_create");
+}
+
+static void rig_close(rig *r) {
+  dist_ddp_destroy(r->d);
+  dist_params_destroy(r->p);
+  mlp_free(&r->m);
+}
+
+/* The gradient buffers as they are now (grad_as_bucket_view moves them). */
+static void grads_of(const rig *r, float *g[NP]) {
+  for (int i = 0; i < NP; i++) g[i] = dist_params_grad(r->p, i);
+}
+
+/* One synchronised iteration on this rank's rows of batch `seed`. */
+static int iterate(rig *r, uint64_t seed, marker *mk) {
+  float *g[NP];
+  grads_of(r, g);
+  CALL_OK(dist_params_zero_grad(r->p), "dist_params_zero_grad");
+  mlp_backward(r->m.w, g, seed, (int64_t)R * ROWS, ROWS, 1.0, mk);
+  return CALL_OK(dist_ddp_finalize(r->d), "dist_ddp_finalize");
+}
+
+/* The full-batch gradient of rank 0's initial model (the reference). */
+static mlp reference(uint64_t seed) {
+  mlp ref = mlp_new(INIT_SEED);
+  mlp_backward(ref.w, ref.g, seed, 0, W * ROWS, 1.0, NULL);
+  return ref;
+}
+
+/* ---- parameter sets ----------------------------------------------------------- */
+
+static void test_commit_broadcast(void) {
+  rig r;
+  mlp mine = mlp_new(INIT_SEED + (uint64_t)R), zero_ = mlp_new(INIT_SEED);
+  if (R > 0) CU_ASSERT(memcmp(mine.w[W1], zero_.w[W1], sizeof(float) * NUMEL[W1]) != 0); /* the test can fail */
+  if (rig_open(&r, NULL)) {
+    EXPECT_SAME(r.m.w, zero_.w, "after commit every rank holds rank 0's values");
+    double div = -1;
+    CALL_OK(dist_params_max_divergence(r.p, &div), "dist_params_max_divergence");
+    CU_ASSERT_EQUAL(div, 0.0);
+    CU_ASSERT_EQUAL(dist_params_count(r.p), NP);
+    CU_ASSERT_EQUAL(dist_params_numel(r.p), total_numel());
+    dist_param_info info;
+    CALL_OK(dist_params_info_get(r.p, W2, &info), "dist_params_info_get");
+    CU_ASSERT_STRING_EQUAL(info.name, NAME[W2]);
+    CU_ASSERT_EQUAL(info.numel, NUMEL[W2]);
+    CU_ASSERT_PTR_EQUAL(info.data, r.m.w[W2]);
+    /* A diverged replica is seen by every rank. */
+    if (W > 1 && R == W - 1) r.m.w[B2][1] += 0.25f;
+    CALL_OK(dist_params_max_divergence(r.p, &div), "dist_params_max_divergence");
+    CU_ASSERT(W == 1 ? div == 0.0 : fabs(div - 0.25) < 1e-6);
+  }
+  rig_close(&r);
+  mlp_free(&mine), mlp_free(&zero_);
+}
+
+/* Rank 1 registers something else: every rank fails and names the parameter. */
+static void commit_mismatch(int kind, const char *name) {
+  mlp m = mlp_new(INIT_SEED);
+  double *wide = calloc((size_t)NUMEL[W2], sizeof(double)), *wide_g = calloc((size_t)NUMEL[W2], sizeof(double));
+  float extra[2] = {0, 0}, extra_g[2] = {0, 0};
+  dist_params *p = NULL;
+  int odd = R == 1;
+  if (CALL_OK(dist_params_create(NULL, &p), "dist_params_create")) {
+    for (int i = 0; i < NP; i++) {
+      if (odd && kind == 4 && i == B2) continue; /* one parameter fewer */
+      if (odd && kind == 1 && i == B1) CALL_OK(dist_params_add_host(p, NAME[i], m.w[i], m.g[i], NUMEL[i] - 1, NULL), "add");
+      else if (odd && kind == 2 && i == W2)
+        CALL_OK(dist_params_add(p, NAME[i], wide, wide_g, NUMEL[i], DIST_F64, DIST_MEM_HOST, 0, NULL), "add f64");
+      else CALL_OK(dist_params_add_host(p, NAME[i], m.w[i], m.g[i], NUMEL[i], NULL), "add");
+    }
+    if (odd && kind == 3) CALL_OK(dist_params_add_host(p, "fc3.bias", extra, extra_g, 2, NULL), "add extra");
+    if (W == 1) CALL_OK(dist_params_commit(p), "dist_params_commit (nothing to differ from)");
+    else CALL_FAILS(dist_params_commit(p), DIST_ERR_MISMATCH, name, "dist_params_commit with different sets");
+  }
+  dist_params_destroy(p);
+  free(wide), free(wide_g);
+  mlp_free(&m);
+}
+
+static void test_commit_size(void) { commit_mismatch(1, "fc1.bias"); }
+static void test_commit_dtype(void) { commit_mismatch(2, "fc2.weight"); }
+static void test_commit_count(void) {
+  commit_mismatch(3, "fc3.bias");
+  commit_mismatch(4, "fc2.bias");
+}
+
+/* ---- layout ------------------------------------------------------------------- */
+
+static void test_layout(void) {
+  rig r;
+  dist_ddp_options o = small_caps();
+  if (rig_open(&r, &o)) {
+    int nb = dist_ddp_bucket_count(r.d), seen = 0, next = NP - 1;
+    CU_ASSERT(nb >= 3);
+    size_t sum = 0;
+    for (int k = 0; k < nb; k++) {
+      int n = 0;
+      const int *idx = NULL;
+      size_t bytes = 0;
+      dist_dtype dt = DIST_F64;
+      if (!CALL_OK(dist_ddp_bucket_info(r.d, k, &n, &idx, &bytes, &dt), "dist_ddp_bucket_info")) break;
+      CU_ASSERT(n >= 1);
+      CU_ASSERT_EQUAL(dt, DIST_F32);
+      size_t cap = k == 0 ? FIRST_CAP : CAP, want = 0;
+      for (int j = 0; j < n; j++, seen++) {
+        CU_ASSERT_EQUAL(idx[j], next); /* reverse registration order across buckets */
+        want += sizeof(float) * (size_t)NUMEL[idx[j]];
+        next--;
+      }
+      CU_ASSERT_EQUAL(bytes, want);
+      CU_ASSERT(bytes <= cap || n == 1); /* only a lone parameter may exceed the cap */
+      sum += bytes;
+    }
+    CU_ASSERT_EQUAL(seen, NP);
+    CU_ASSERT_EQUAL(sum, sizeof(float) * (size_t)total_numel());
+    CALL_FAILS(dist_ddp_bucket_info(r.d, nb, NULL, NULL, NULL, NULL), DIST_ERR_INVALID_ARGUMENT, NULL, "bucket nb");
+  }
+  rig_close(&r);
+  /* The default caps hold this small model in one bucket. */
+  if (rig_open(&r, NULL)) CU_ASSERT_EQUAL(dist_ddp_bucket_count(r.d), 1);
+  rig_close(&r);
+}
+
+/* ---- equivalence ---------------------------------------------------------------- */
+
+/* Three iterations (the marks reset between them) against the full batch. */
+static void grads_match(const dist_ddp_options *o, const char *what) {
+  rig r;
+  if (rig_open(&r, o)) {
+    for (int it = 0; it < 3; it++) {
+      marker mk = MARK(r.d);
+      if (!iterate(&r, 100 + (uint64_t)it, &mk)) break;
+      mlp ref = reference(100 + (uint64_t)it);
+      float *g[NP];
+      grads_of(&r, g);
+      EXPECT_GRADS(g, ref.g, what);
+      mlp_free(&ref);
+    }
+  }
+  rig_close(&r);
+}
+
+static void test_grads(void) {
+  dist_ddp_options o = small_caps();
+  grads_match(&o, "small buckets");
+  grads_match(NULL, "default buckets");
+}
+
+enum { OPT_SGD, OPT_ADAM, OPT_ADAMW };
+
+static dist_status make_optim(int kind, dist_params *p, dist_optim **out) {
+  if (kind == OPT_SGD) {
+    dist_sgd_options s = DIST_SGD_OPTIONS_INIT;
+    s.lr = 0.1, s.momentum = 0.9, s.nesterov = 1, s.weight_decay = 1e-2;
+    return dist_optim_sgd(p, &s, out);
+  }
+  dist_adam_options a = DIST_ADAM_OPTIONS_INIT, aw = DIST_ADAMW_OPTIONS_INIT;
+  if (kind == OPT_ADAMW) a = aw;
+  else a.weight_decay = 1e-3;
+  a.lr = 1e-2;
+  return dist_optim_adam(p, &a, out);
+}
+
+/* STEPS iterations of reducer + optimizer against the same optimizer on a
+ * replica of rank 0's model stepped with full-batch gradients. */
+static void train(const dist_ddp_options *o, int kind, const char *what) {
+  rig r;
+  mlp ref = mlp_new(INIT_SEED);
+  dist_params *rp = NULL;
+  dist_optim *opt = NULL, *ropt = NULL;
+  int ok = rig_open(&r, o) && CALL_OK(dist_params_create(NULL, &rp), "dist_params_create (reference)");
+  for (int i = 0; ok && i < NP; i++) ok = CALL_OK(dist_params_add_host(rp, NAME[i], ref.w[i], ref.g[i], NUMEL[i], NULL), "add");
+  ok = ok && CALL_OK(dist_params_commit(rp), "commit (reference)");
+  ok = ok && CALL_OK(make_optim(kind, r.p, &opt), "optimizer") && CALL_OK(make_optim(kind, rp, &ropt), "optimizer");
+  for (int it = 0; ok && it < STEPS; it++) {
+    uint64_t seed = 200 + (uint64_t)it;
+    marker mk = MARK(r.d);
+    ok = iterate(&r, seed, &mk) && CALL_OK(dist_optim_step(opt), "dist_optim_step");
+    CALL_OK(dist_optim_zero_grad(ropt), "dist_optim_zero_grad");
+    mlp_backward(ref.w, ref.g, seed, 0, W * ROWS, 1.0, NULL);
+    ok = ok && CALL_OK(dist_optim_step(ropt), "dist_optim_step (reference)");
+  }
+  if (ok) {
+    for (int i = 0; i < NP; i++) {
+      char msg[160];
+      snprintf(msg, sizeof msg, "%s: %s after %d steps", what, NAME[i], STEPS);
+      EXPECT_CLOSE(r.m.w[i], ref.w[i], NUMEL[i], 1e-5, 1e-6, msg);
+      /* the parameters moved: a broken optimizer cannot pass */
+      mlp init = mlp_new(INIT_SEED);
+      CU_ASSERT(memcmp(init.w[i], ref.w[i], sizeof(float) * (size_t)NUMEL[i]) != 0);
+      mlp_free(&init);
+    }
+    double div = -1;
+    CALL_OK(dist_params_max_divergence(r.p, &div), "dist_params_max_divergence");
+    if (div != 0) fprintf(stderr, "[rank %d/%d] %s: replicas diverge by %g\n", R, W, what, div);
+    CU_ASSERT_EQUAL(div, 0.0);
+  }
+  dist_optim_destroy(opt), dist_optim_destroy(ropt);
+  rig_close(&r);
+  dist_params_destroy(rp);
+  mlp_free(&ref);
+}
+
+static void test_sgd(void) {
+  dist_ddp_options o = small_caps();
+  train(&o, OPT_SGD, "SGD nesterov momentum 0.9, weight decay");
+}
+static void test_adam(void) {
+  dist_ddp_options o = small_caps();
+  train(&o, OPT_ADAM, "Adam");
+  train(&o, OPT_ADAMW, "AdamW");
+}
+
+/* ---- variants ------------------------------------------------------------------- */
+
+static void test_bucket_view(void) {
+  dist_ddp_options o = small_caps();
+  o.grad_as_bucket_view = 1;
+  grads_match(&o, "grad_as_bucket_view");
+  train(&o, OPT_SGD, "grad_as_bucket_view, SGD");
+  rig r;
+  if (rig_open(&r, &o)) {
+    float *user[NP];
+    for (int i = 0; i < NP; i++) {
+      user[i] = r.m.g[i];
+      CU_ASSERT_PTR_NOT_EQUAL(dist_params_grad(r.p, i), user[i]); /* moved into the bucket */
+    }
+    marker mk = MARK(r.d);
+    iterate(&r, 300, &mk);
+    mlp ref = reference(300);
+    dist_ddp_destroy(r.d); /* gives the user's buffers back, holding the last gradients */
+    r.d = NULL;
+    for (int i = 0; i < NP; i++) CU_ASSERT_PTR_EQUAL(dist_params_grad(r.p, i), user[i]);
+    EXPECT_GRADS(user, ref.g, "grad_as_bucket_view, after destroy");
+    mlp_free(&ref);
+  }
+  rig_close(&r);
+}
+
+/* All marks after the backward, in a different order on each rank; the
+ * first is registration order, where the last bucket fills first. Buckets
+ * must still launch in bucket order everywhere, or the ranks' all-reduces
+ * pair different buckets. */
+static void test_scrambled(void) {
+  static const int orders[3][NP] = {{W1, B1, W2, B2}, {B1, B2, W1, W2}, {W2, W1, B2, B1}};
+  dist_ddp_options o = small_caps();
+  rig a = NO_RIG, b = NO_RIG;
+  if (rig_open(&a, &o) && rig_open(&b, &o)) {
+    for (int k = 0; k < 3; k++) {
+      marker ma = MARK(a.d), mb = {b.d, orders[(k + R) % 3], -1};
+      iterate(&a, 400 + (uint64_t)k, &ma);
+      iterate(&b, 400 + (uint64_t)k, &mb);
+      float *ga[NP], *gb[NP];
+      grads_of(&a, ga), grads_of(&b, gb);
+      EXPECT_SAME(gb, ga, "scrambled marks");
+    }
+  }
+  rig_close(&a), rig_close(&b);
+}
+
+/* Two micro-batches per rank (loss scaled by 1/2, as torch users do) with
+ * no_sync on the first equal one synchronised step over both: rank r owns
+ * rows [2 r ROWS, 2 (r + 1) ROWS) of the batch. */
+static void no_sync(int view) {
+  dist_ddp_options o = small_caps();
+  o.grad_as_bucket_view = view;
+  rig r = NO_RIG, one = NO_RIG;
+  const char *what = view ? "no_sync, bucket view" : "no_sync";
+  if (rig_open(&r, &o) && rig_open(&one, &o)) {
+    for (int it = 0; it < 2; it++) {
+      uint64_t seed = 500 + (uint64_t)it;
+      int64_t row0 = 2 * (int64_t)R * ROWS;
+      float *g[NP];
+      grads_of(&r, g);
+      uint64_t before = dist_ddp_bytes_sent(r.d);
+      CALL_OK(dist_params_zero_grad(r.p), "zero_grad"); /* once per accumulation cycle */
+      CALL_OK(dist_ddp_set_sync(r.d, 0), "set_sync 0");
+      CU_ASSERT_EQUAL(dist_ddp_sync_enabled(r.d), 0);
+      marker mk = MARK(r.d);
+      mlp_backward(r.m.w, g, seed, row0, ROWS, 0.5, &mk);
+      CALL_OK(dist_ddp_finalize(r.d), "finalize without sync");
+      CU_ASSERT_EQUAL(dist_ddp_bytes_sent(r.d), before); /* nothing sent */
+      mlp local = mlp_new(INIT_SEED);
+      zero(local.g);
+      mlp_backward(local.w, local.g, seed, row0, ROWS, 0.5, NULL);
+      EXPECT_SAME(g, local.g, "no_sync leaves the local gradients");
+      CALL_OK(dist_ddp_set_sync(r.d, 1), "set_sync 1");
+      mlp_backward(r.m.w, g, seed, row0 + ROWS, ROWS, 0.5, &mk);
+      CALL_OK(dist_ddp_finalize(r.d), "finalize with sync");
+      CU_ASSERT_EQUAL(dist_ddp_bytes_sent(r.d) - before, sizeof(float) * (uint64_t)total_numel());
+      /* one synchronised step over the rank's 2 ROWS rows */
+      float *g1[NP];
+      grads_of(&one, g1);
+      CALL_OK(dist_params_zero_grad(one.p), "zero_grad");
+      marker m1 = MARK(one.d);
+      mlp_backward(one.m.w, g1, seed, row0, 2 * ROWS, 1.0, &m1);
+      CALL_OK(dist_ddp_finalize(one.d), "finalize");
+      EXPECT_GRADS(g, g1, what);
+      mlp ref = mlp_new(INIT_SEED);
+      mlp_backward(ref.w, ref.g, seed, 0, 2 * W * ROWS, 1.0, NULL);
+      EXPECT_GRADS(g, ref.g, what);
+      mlp_free(&ref), mlp_free(&local);
+    }
+    /* switching in the middle of a backward is refused */
+    CALL_OK(dist_ddp_mark_ready(r.d, B2), "mark");
+    CALL_FAILS(dist_ddp_set_sync(r.d, 0), DIST_ERR_INVALID_ARGUMENT, "already marked", "set_sync mid-iteration");
+    float *g[NP];
+    grads_of(&r, g);
+    marker rest = {r.d, (const int[]){W2, B1, W1, -1}, -1};
+    for (int i = 0; i < 3; i++) mark(&rest, rest.order[i]);
+    CALL_OK(dist_ddp_finalize(r.d), "finalize");
+  }
+  rig_close(&r), rig_close(&one);
+}
+
+static void test_no_sync(void) {
+  no_sync(0);
+  no_sync(1);
+}
+
+/* unused = ZERO: an unmarked parameter counts as a zero local gradient. */
+static void test_unused_zero(void) {
+  dist_ddp_options o = small_caps();
+  o.unused = DIST_DDP_UNUSED_ZERO;
+  rig r;
+  if (rig_open(&r, &o)) {
+    /* every rank skips fc1.bias */
+    marker mk = {r.d, NULL, B1};
+    iterate(&r, 600, &mk);
+    mlp ref = reference(600);
+    float *g[NP];
+    grads_of(&r, g);
+    for (int64_t k = 0; k < NUMEL[B1]; k++) ref.g[B1][k] = 0;
+    EXPECT_GRADS(g, ref.g, "unused = ZERO, fc1.bias skipped everywhere");
+    mlp_free(&ref);
+    /* only the last rank skips fc1.weight: the others' sum over W */
+    marker last = {r.d, NULL, R == W - 1 ? W1 : -1};
+    iterate(&r, 601, &last);
+    ref = reference(601);
+    float *want = calloc((size_t)NUMEL[W1], sizeof(float));
+    double *acc = calloc((size_t)NUMEL[W1], sizeof(double));
+    for (int q = 0; q < W - 1; q++) {
+      mlp loc = mlp_new(INIT_SEED);
+      mlp_backward(loc.w, loc.g, 601, (int64_t)q * ROWS, ROWS, 1.0, NULL);
+      for (int64_t k = 0; k < NUMEL[W1]; k++) acc[k] += loc.g[W1][k];
+      mlp_free(&loc);
+    }
+    for (int64_t k = 0; k < NUMEL[W1]; k++) want[k] = (float)(acc[k] / W);
+    memcpy(ref.g[W1], want, sizeof(float) * (size_t)NUMEL[W1]);
+    if (W == 1) CU_ASSERT(max_abs(g[W1], NUMEL[W1]) == 0);
+    EXPECT_GRADS(g, ref.g, "unused = ZERO, fc1.weight skipped on the last rank");
+    free(want), free(acc);
+    mlp_free(&ref);
+  }
+  rig_close(&r);
+}
+
+/* unused = ERROR (the default): every rank fails naming the parameter, and
+ * the reducer works in the next iteration. */
+static void test_unused_error(void) {
+  dist_ddp_options o = small_caps();
+  rig r;
+  /* Only the agreement round (DIST_VERIFY=1, the default) tells the ranks
+   * that marked everything about the one that did not. */
+  const char *v = getenv("DIST_VERIFY");
+  int cases = v && !strcmp(v, "0") ? 1 : 2;
+  if (rig_open(&r, &o)) {
+    for (int who = 0; who < cases; who++) { /* every rank skips, then only the last */
+      float *g[NP];
+      grads_of(&r, g);
+      CALL_OK(dist_params_zero_grad(r.p), "zero_grad");
+      marker mk = {r.d, NULL, who == 0 || R == W - 1 ? B1 : -1};
+      mlp_backward(r.m.w, g, 700, (int64_t)R * ROWS, ROWS, 1.0, &mk);
+      CALL_FAILS(dist_ddp_finalize(r.d), DIST_ERR_INVALID_ARGUMENT, "fc1.bias", "finalize with an unmarked parameter");
+      marker all = MARK(r.d);
+      iterate(&r, 701, &all);
+      mlp ref = reference(701);
+      EXPECT_GRADS(g, ref.g, "the iteration after an unused error");
+      mlp_free(&ref);
+    }
+  }
+  rig_close(&r);
+}
+
+static void test_mark_errors(void) {
+  dist_ddp_options o = small_caps();
+  rig r;
+  if (rig_open(&r, &o)) {
+    float *g[NP];
+    grads_of(&r, g);
+    /* twice in one iteration */
+    CALL_OK(dist_params_zero_grad(r.p), "zero_grad");
+    marker mk = MARK(r.d);
+    mlp_backward(r.m.w, g, 800, (int64_t)R * ROWS, ROWS, 1.0, &mk);
+    CALL_FAILS(dist_ddp_mark_ready(r.d, W2), DIST_ERR_INVALID_ARGUMENT, "fc2.weight", "marked twice");
+    CALL_FAILS(dist_ddp_mark_ready(r.d, NP), DIST_ERR_INVALID_ARGUMENT, NULL, "index out of range");
+    CALL_OK(dist_ddp_finalize(r.d), "finalize after the refused mark");
+    mlp ref = reference(800);
+    EXPECT_GRADS(g, ref.g, "a refused second mark changes nothing");
+    mlp_free(&ref);
+    /* finalize without a single mark */
+    CALL_FAILS(dist_ddp_finalize(r.d), DIST_ERR_INVALID_ARGUMENT, "no parameter was marked", "finalize without marks");
+    marker again = MARK(r.d);
+    iterate(&r, 801, &again);
+    ref = reference(801);
+    EXPECT_GRADS(g, ref.g, "the iteration after a finalize without marks");
+    mlp_free(&ref);
+  }
+  rig_close(&r);
+}
+
+/* Exact average of the rank-local gradients, and sum_r |g_r| (for bounds). */
+static void exact_average(uint64_t seed, float *avg[NP], double *mag[NP]) {
+  for (int i = 0; i < NP; i++) memset(mag[i], 0, sizeof(double) * (size_t)NUMEL[i]);
+  double *acc[NP];
+  for (int i = 0; i < NP; i++) acc[i] = calloc((size_t)NUMEL[i], sizeof(double));
+  for (int q = 0; q < W; q++) {
+    mlp loc = mlp_new(INIT_SEED);
+    mlp_backward(loc.w, loc.g, seed, (int64_t)q * ROWS, ROWS, 1.0, NULL);
+    for (int i = 0; i < NP; i++)
+      for (int64_t k = 0; k < NUMEL[i]; k++) acc[i][k] += loc.g[i][k], mag[i][k] += fabs(loc.g[i][k]);
+    mlp_free(&loc);
+  }
+  for (int i = 0; i < NP; i++) {
+    for (int64_t k = 0; k < NUMEL[i]; k++) avg[i][k] = (float)(acc[i][k] / W);
+    free(acc[i]);
+  }
+}
+
+/* 16-bit compression: each input and each pairwise sum is rounded once to
+ * the wire type (unit roundoff u), at most 2W - 1 roundings of values below
+ * sum_r |g_r|, so the average is within 2 u sum_r |g_r| (+ f16 subnormals). */
+static void compressed(dist_ddp_compress c, double u, const char *what) {
+  dist_ddp_options o = small_caps(), plain = small_caps();
+  o.compress = c;
+  rig r = NO_RIG, p = NO_RIG;
+  float *avg[NP];
+  double *mag[NP];
+  for (int i = 0; i < NP; i++) avg[i] = malloc(sizeof(float) * (size_t)NUMEL[i]), mag[i] = malloc(sizeof(double) * (size_t)NUMEL[i]);
+  if (rig_open(&r, &o) && rig_open(&p, &plain)) {
+    marker mk = MARK(r.d), mp = MARK(p.d);
+    iterate(&r, 900, &mk);
+    iterate(&p, 900, &mp);
+    exact_average(900, avg, mag);
+    float *g[NP];
+    grads_of(&r, g);
+    for (int i = 0; i < NP; i++) {
+      int64_t bad = -1;
+      for (int64_t k = 0; k < NUMEL[i] && bad < 0; k++)
+        if (!(fabs((double)g[i][k] - avg[i][k]) <= 2 * u * mag[i][k] + 1e-7)) bad = k;
+      if (bad >= 0)
+        fprintf(stderr, "[rank %d/%d] %s: %s[%lld] = %.9g, exact %.9g (bound %.3g)\n", R, W, what, NAME[i],
+                (long long)bad, g[i][bad], avg[i][bad], 2 * u * mag[i][bad] + 1e-7);
+      CU_ASSERT(bad < 0);
+    }
+    uint64_t n = (uint64_t)total_numel();
+    CU_ASSERT_EQUAL(dist_ddp_bytes_sent(p.d), 4 * n);
+    CU_ASSERT_EQUAL(dist_ddp_bytes_sent(r.d), 2 * n); /* half of the uncompressed bytes */
+    if (dist_ddp_bytes_sent(r.d) != 2 * n)
+      fprintf(stderr, "[rank %d/%d] %s: sent %llu bytes, uncompressed %llu\n", R, W, what,
+              (unsigned long long)dist_ddp_bytes_sent(r.d), (unsigned long long)dist_ddp_bytes_sent(p.d));
+  }
+  rig_close(&r), rig_close(&p);
+  for (int i = 0; i < NP; i++) free(avg[i]), free(mag[i]);
+}
+
+static void test_compress(void) {
+  compressed(DIST_DDP_COMPRESS_BF16, 0x1p-8, "bf16");
+  compressed(DIST_DDP_COMPRESS_F16, 0x1p-11, "f16");
+}
+
+/* A user hook: a plain non-blocking sum through the public API. */
+typedef struct hook_count {
+  int starts, finishes;
+} hook_count;
+
+static dist_status hook_start(void *ctx, const char *group, int bucket, dist_tensor *grads, dist_request **req) {
+  (void)bucket;
+  ((hook_count *)ctx)->starts++;
+  return dist_all_reduce_start(group, grads, DIST_SUM, req);
+}
+
+static dist_status hook_finish(void *ctx, int bucket, dist_tensor *grads) {
+  (void)bucket, (void)grads;
+  ((hook_count *)ctx)->finishes++;
+  return DIST_SUCCESS;
+}
+
+static void test_hook(void) {
+  hook_count n = {0, 0};
+  dist_ddp_hook h = {hook_start, hook_finish, &n};
+  dist_ddp_options o = small_caps(), plain = small_caps();
+  o.hook = &h;
+  o.compress = DIST_DDP_COMPRESS_BF16; /* the hook overrides it */
+  rig r = NO_RIG, p = NO_RIG;
+  if (rig_open(&r, &o) && rig_open(&p, &plain)) {
+    int nb = dist_ddp_bucket_count(r.d);
+    for (int it = 0; it < 2; it++) {
+      marker mk = MARK(r.d), mp = MARK(p.d);
+      iterate(&r, 1000 + (uint64_t)it, &mk);
+      iterate(&p, 1000 + (uint64_t)it, &mp);
+      float *gr[NP], *gp[NP];
+      grads_of(&r, gr), grads_of(&p, gp);
+      EXPECT_SAME(gr, gp, "hook result equals the default");
+    }
+    CU_ASSERT_EQUAL(n.starts, 2 * nb);
+    CU_ASSERT_EQUAL(n.finishes, 2 * nb);
+  }
+  rig_close(&r), rig_close(&p);
+}
+
+static void test_progress(void) {
+  dist_ddp_options none = small_caps(), test = small_caps(), thread = small_caps();
+  none.progress = DIST_DDP_PROGRESS_NONE;
+  test.progress = DIST_DDP_PROGRESS_TEST;
+  thread.progress = DIST_DDP_PROGRESS_THREAD;
+  rig a = NO_RIG, b = NO_RIG;
+  if (rig_open(&a, &none) && rig_open(&b, &test)) {
+    for (int it = 0; it < 2; it++) {
+      marker ma = MARK(a.d), mb = MARK(b.d);
+      iterate(&a, 1100 + (uint64_t)it, &ma);
+      iterate(&b, 1100 + (uint64_t)it, &mb);
+      float *ga[NP], *gb[NP];
+      grads_of(&a, ga), grads_of(&b, gb);
+      EXPECT_SAME(ga, gb, "progress NONE vs TEST");
+    }
+  }
+  rig_close(&a);
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  dist_ddp *d = NULL;
+  if (level < MPI_THREAD_MULTIPLE) {
+    CALL_FAILS(dist_ddp_create(b.p, &thread, &d), DIST_ERR_UNSUPPORTED, "MPI_THREAD_MULTIPLE",
+               "progress THREAD without MPI_THREAD_MULTIPLE");
+    dist_ddp_destroy(d);
+  } else { /* an MPI that grants more than asked: then THREAD must just work */
+    rig c;
+    if (rig_open(&c, &thread)) {
+      marker mc = MARK(c.d), mb = MARK(b.d);
+      iterate(&c, 1102, &mc);
+      iterate(&b, 1102, &mb);
+      float *gc[NP], *gb[NP];
+      grads_of(&c, gc), grads_of(&b, gb);
+      EXPECT_SAME(gc, gb, "progress THREAD vs TEST");
+    }
+    rig_close(&c);
+  }
+  rig_close(&b);
+}
+
+/* Options are part of the collective contract. */
+static void test_options_mismatch(void) {
+  rig r;
+  if (!rig_open(&r, NULL)) {
+    rig_close(&r);
+    return;
+  }
+  for (int k = 0; k < 3; k++) {
+    dist_ddp_options o = small_caps();
+    if (R == W - 1) {
+      if (k == 0) o.bucket_bytes = 2 * CAP;
+      else if (k == 1) o.compress = DIST_DDP_COMPRESS_F16;
+      else o.unused = DIST_DDP_UNUSED_ZERO;
+    }
+    dist_ddp *d = NULL;
+    if (W == 1) CALL_OK(dist_ddp_create(r.p, &o, &d), "dist_ddp_create (nothing to differ from)");
+    else CALL_FAILS(dist_ddp_create(r.p, &o, &d), DIST_ERR_MISMATCH, "different options", "options differ on one rank");
+    dist_ddp_destroy(d);
+  }
+  /* bad options: the same everywhere, an error naming the option */
+  dist_ddp_options o = small_caps();
+  o.bucket_bytes = 0;
+  dist_ddp *d = NULL;
+  CALL_FAILS(dist_ddp_create(r.p, &o, &d), DIST_ERR_INVALID_ARGUMENT, "bucket_bytes", "bucket_bytes = 0");
+  rig_close(&r);
+}
+
+static CU_TestInfo param_tests[] = {{"commit broadcasts rank 0's values", test_commit_broadcast},
+                                    {"commit: a size differs", test_commit_size},
+                                    {"commit: a dtype differs", test_commit_dtype},
+                                    {"commit: the count differs", test_commit_count},
+                                    CU_TEST_INFO_NULL};
+static CU_TestInfo ddp_tests[] = {{"bucket layout", test_layout},
+                                  {"gradients = full-batch gradients", test_grads},
+                                  {"SGD steps = single process", test_sgd},
+                                  {"Adam / AdamW steps = single process", test_adam},
+                                  {"grad_as_bucket_view", test_bucket_view},
+                                  {"scrambled mark order", test_scrambled},
+                                  {"no_sync accumulation", test_no_sync},
+                                  {"unused = ZERO", test_unused_zero},
+                                  {"unused = ERROR", test_unused_error},
+                                  {"mark twice, finalize without marks", test_mark_errors},
+                                  {"bf16 / f16 compression", test_compress},
+                                  {"communication hook", test_hook},
+                                  {"progress modes", test_progress},
+                                  {"options differ across ranks", test_options_mismatch},
+                                  CU_TEST_INFO_NULL};
+static CU_SuiteInfo suites[] = {{"params", NULL, NULL, NULL, NULL, param_tests},
+                                {"ddp", NULL, NULL, NULL, NULL, ddp_tests},
+                                CU_SUITE_INFO_NULL};
+
+int main(void) {
+  dist_status s = dist_manager_initialize();
+  if (s != DIST_SUCCESS) {
+    fprintf(stderr, "initialize: %s (%s)\n", dist_status_string(s), dist_last_error());
+    return 1;
+  }
+  MPI_Comm_size(MPI_COMM_WORLD, &W);
+  MPI_Comm_rank(MPI_COMM_WORLD, &R);
+  char tag[64];
+  snprintf(tag, sizeof tag, "test_ddp[rank %d/%d]", R, W);
+  int failed = cunit_run(suites, tag, R != 0);
+  if (dist_manager_finalize() != DIST_SUCCESS) failed++;
+  int total = 0;
+  MPI_Allreduce(&failed, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (R == 0) printf("test_ddp: %d failure(s) over %d rank(s)\n", total, W);
+  return total != 0;
+}
