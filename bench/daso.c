@@ -8,8 +8,11 @@
  * both modes see the same data). Forward and backward are plain loops; the
  * backward marks each layer's gradients ready before computing the layer's
  * input gradient, so communication can overlap it. The batch size sets the
- * compute per batch: by default about the time of a 16 MB all-reduce over a
- * 1 Gbit/s link, as in a model whose gradient sync costs a good share of a step.
+ * compute per batch; the default gives the same order as DDP's 16 MB
+ * all-reduce over the 1 Gbit/s link (both some tenths of a second on two
+ * cores), as in a model whose gradient sync costs a good share of a step.
+ * "fwd+bwd" below is the forward and backward time, mark_ready calls included,
+ * averaged over ranks; the rest of an epoch is synchronisation.
  *
  * Both modes run in one launch with their epochs interleaved (DDP, DASO, then
  * DASO, DDP, ...), so load from other jobs on the machine hits both alike.
@@ -455,7 +458,7 @@ static int worker(const options *o) {
            MOMENTUM, dopt.warmup_epochs, dopt.cooldown_epochs);
     printf("bytes between nodes: %s\n", veth ? "measured on the veth (rank 0's end: tx = node0->node1)"
                                                : "library counters (no veth): bytes handed to inter-node all-reduces");
-    printf("%-5s %-4s %9s %9s %11s %11s %11s  %s\n", "epoch", "mode", "seconds", "compute", "MB 0->1", "MB 1->0",
+    printf("%-5s %-4s %9s %9s %11s %11s %11s  %s\n", "epoch", "mode", "seconds", "fwd+bwd", "MB 0->1", "MB 1->0",
            "train_loss", "daso (gs,ls,btw)");
     fflush(stdout);
   }
@@ -641,7 +644,7 @@ static int parse(int argc, char **argv, options *o) {
 
 static void summary(const result res[NMODES], const reach *rch, int netns) {
   const result *a = &res[DDP], *b = &res[DASO];
-  printf("\n%-5s %14s %14s %18s %12s %12s\n", "mode", "s/epoch", "compute s/ep", netns ? "MB/epoch (veth)" : "MB/epoch (lib)",
+  printf("\n%-5s %14s %14s %18s %12s %12s\n", "mode", "s/epoch", "fwd+bwd s/ep", netns ? "MB/epoch (veth)" : "MB/epoch (lib)",
          "final_loss", "train_loss");
   for (int m = 0; m < NMODES; m++)
     printf("%-5s %14.3f %14.3f %18.2f %12.5f %12.5f\n", mode_names[m], res[m].seconds, res[m].compute, res[m].bytes / 1e6,

@@ -106,7 +106,7 @@ int main(void) {
   CHECK(dist_params_commit(params));
 
   dist_sgd_options so = DIST_SGD_OPTIONS_INIT;
-  so.lr = 0.05, so.momentum = 0.9;
+  so.lr = 0.1, so.momentum = 0.9;
   dist_optim *opt;
   CHECK(dist_optim_sgd(params, &so, &opt)); /* the local optimizer DASO wraps */
   dist_daso_options o = DIST_DASO_OPTIONS_INIT;

@@ -109,7 +109,7 @@ int main(int argc, char **argv) {
   CHECK(dist_params_commit(params));
 
   dist_sgd_options so = DIST_SGD_OPTIONS_INIT;
-  so.lr = 0.05, so.momentum = 0.9;
+  so.lr = 0.1, so.momentum = 0.9;
   dist_optim *opt;
   CHECK(dist_optim_sgd(params, &so, &opt));
   dist_dpo *dpo;

@@ -26,6 +26,8 @@ static dist_status check_options(const dist_daso_options *o) {
   BAD(o->skip_reduction_factor < 2, "%s: skip_reduction_factor = %d must be >= 2", w, o->skip_reduction_factor);
   BAD(o->local_skip_factor < 1, "%s: local_skip_factor = %d must be >= 1", w, o->local_skip_factor);
   BAD(o->verbose != 0 && o->verbose != 1, "%s: verbose = %d must be 0 or 1", w, o->verbose);
+  BAD(o->merge != DIST_DASO_MERGE_HEAT && o->merge != DIST_DASO_MERGE_DELTA,
+      "%s: merge = %d must be DIST_DASO_MERGE_HEAT or DIST_DASO_MERGE_DELTA", w, o->merge);
 #undef BAD
   return DIST_SUCCESS;
 }

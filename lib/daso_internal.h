@@ -26,6 +26,7 @@ struct dist_daso {
   double *ref;          /* my cross group's last agreed parameters */
   void *wire;           /* n + 1 elements of o.downcast: changes since ref, then the non-finite count */
   double *host;         /* scratch: parameters as doubles */
+  double *sent;         /* MERGE_DELTA: what this rank sent (ref + its rounded change) */
   MPI_Request *req;     /* one per chunk */
   int nchunks;
   int inflight;         /* my chunks are in flight */
@@ -48,5 +49,8 @@ dist_status dist__daso_set_ref(dist_daso *d);
  * w = 2*btw (1 if btw == 0); blocking: p = ref + sum/N. ref becomes
  * ref + sum/N. */
 void dist__daso_merge(double *p, double *ref, const double *sum, int64_t n, int nodes, int btw, int blocking);
+/* DIST_DASO_MERGE_DELTA, non-blocking: p += (ref + sum/N) - own_sent; ref
+ * becomes ref + sum/N. */
+void dist__daso_merge_delta(double *p, double *ref, const double *sum, const double *own_sent, int64_t n, int nodes);
 
 #endif

@@ -91,7 +91,8 @@ dist_status dist__daso_sync_init(dist_daso *d) {
   d->host = malloc(sizeof(double) * (size_t)(d->n + 1));
   d->wire = malloc(wsize(d) * (size_t)(d->n + 1));
   d->req = malloc(sizeof(MPI_Request) * (size_t)d->nchunks);
-  if (!d->ref || !d->host || !d->wire || !d->req)
+  if (d->o.merge == DIST_DASO_MERGE_DELTA) d->sent = malloc(sizeof(double) * (size_t)(d->n + 1));
+  if (!d->ref || !d->host || !d->wire || !d->req || (d->o.merge == DIST_DASO_MERGE_DELTA && !d->sent))
     return dist__error(DIST_ERR_NO_MEMORY, "dist_daso_create: buffers for %lld parameters", (long long)d->n);
   for (int c = 0; c < d->nchunks; c++) d->req[c] = MPI_REQUEST_NULL;
   return dist__daso_set_ref(d);
@@ -103,6 +104,7 @@ void dist__daso_sync_free(dist_daso *d) {
   free(d->host);
   free(d->wire);
   free(d->req);
+  free(d->sent);
 }
 
 dist_status dist__daso_set_ref(dist_daso *d) {
@@ -120,6 +122,7 @@ dist_status dist__daso_send(dist_daso *d, int sender) {
     if (!isfinite(d->host[k])) bad += 1;
     wire_store(d, k, d->host[k] - d->ref[k]);
     if (d->o.downcast == DIST_F16 && !isfinite(wire_load(d, k))) bad += 1; /* a change beyond f16's range */
+    if (d->sent) d->sent[k] = d->ref[k] + wire_load(d, k); /* exactly what this rank contributes */
   }
   wire_store(d, d->n, bad > 0 ? 1 : 0); /* a flag, not a count: it must survive 16-bit sums */
   MPI_Datatype t = d->o.downcast == DIST_F32 ? MPI_FLOAT : MPI_UINT16_T;
@@ -149,6 +152,14 @@ void dist__daso_merge(double *p, double *ref, const double *sum, int64_t n, int 
   }
 }
 
+void dist__daso_merge_delta(double *p, double *ref, const double *sum, const double *own_sent, int64_t n, int nodes) {
+  for (int64_t k = 0; k < n; k++) {
+    double avg = ref[k] + sum[k] / nodes;
+    p[k] += avg - own_sent[k]; /* the group's mean, plus what I trained since I sent */
+    ref[k] = avg;
+  }
+}
+
 /* The sender's side: wait for every chunk (Heat waits for one at most),
  * check the flag, merge into host[] and the parameters. */
 static dist_status finish(dist_daso *d, int blocking, int btw) {
@@ -171,7 +182,8 @@ static dist_status finish(dist_daso *d, int blocking, int btw) {
   double *sum = malloc(sizeof(double) * (size_t)(d->n + 1));
   if (!sum) return dist__error(DIST_ERR_NO_MEMORY, "DASO merge");
   for (int64_t k = 0; k < d->n; k++) sum[k] = wire_load(d, k);
-  dist__daso_merge(d->host, d->ref, sum, d->n, d->nodes, btw, blocking);
+  if (d->sent && !blocking) dist__daso_merge_delta(d->host, d->ref, sum, d->sent, d->n, d->nodes);
+  else dist__daso_merge(d->host, d->ref, sum, d->n, d->nodes, btw, blocking);
   free(sum);
   return scatter(d);
 }

@@ -216,6 +216,12 @@ static void test_merge_formula(void) {
   double q = 9, r = 0, s = 8;
   dist__daso_merge(&q, &r, &s, 1, 4, 3, 0);
   CHECK(q == 6.2 && r == 2);
+  /* Delta merge: mean = ref + sum/N = {2, -1}; p += mean - own_sent. */
+  const double own[2] = {4, 1};
+  p[0] = 5, p[1] = 2, ref[0] = 1, ref[1] = 2;
+  dist__daso_merge_delta(p, ref, sum, own, 2, 2);
+  CHECK(p[0] == 3 && p[1] == 0);
+  CHECK(ref[0] == 2 && ref[1] == -1);
 }
 
 /* ---- layout and creation ------------------------------------------------------------ */
@@ -257,9 +263,10 @@ static void test_option_errors(void) {
   struct {
     const char *name;
     dist_daso_options o;
-  } bad[13];
+  } bad[16];
   int nb = 0;
-  const dist_daso_options good = {10, 4, 4, 0.05, 8, 100, DIST_BF16, 1, 2, 4, 0, NULL, DIST_DDP_OPTIONS_INIT};
+  const dist_daso_options good = {10, 4, 4, 0.05, 8, 100, DIST_BF16, 1, 2, 4, 0, DIST_DASO_MERGE_HEAT, NULL,
+                                  DIST_DDP_OPTIONS_INIT};
 #define BAD_OPT(field, value)   \
   bad[nb].name = #field " = ";  \
   bad[nb].o = good;             \
@@ -272,6 +279,7 @@ static void test_option_errors(void) {
   BAD_OPT(stability_level, -0.01);
   BAD_OPT(stability_level, NAN);
   BAD_OPT(max_global_skips, 0);
+  BAD_OPT(merge, 2);
   BAD_OPT(sending_chunk_size, 0);
   BAD_OPT(downcast, DIST_F64);
   BAD_OPT(use_mpi_groups, 2);
@@ -470,8 +478,11 @@ static double train_ddp(float *wout) {
 
 /* Only a hundredfold drop counts as progress: the phase moves every third
  * epoch, (4,1,1) -> (2,1,1) -> (1,1,1) -> (max, max/4, max/4). */
+static int tr_merge = DIST_DASO_MERGE_HEAT;
+
 static double train_daso(int max_global_skips, int *pending_seen, float *wout) {
   dist_daso_options o = DIST_DASO_OPTIONS_INIT;
+  o.merge = tr_merge;
   o.total_epochs = TR_EPOCHS;
   o.warmup_epochs = 1;
   o.cooldown_epochs = 1;
@@ -516,6 +527,22 @@ static void test_converges_like_ddp(void) {
   CHECK(ddp < 0.1 * start); /* the problem was learnt at all */
   if (!CHECK(fabs(daso - ddp) <= 0.05 * ddp)) fprintf(stderr, "  DASO loss %g vs DDP %g\n", daso, ddp);
   CHECK(pending); /* cycling happened: at least one non-blocking send */
+}
+
+/* The same with merge = DELTA (each rank keeps its progress since its send):
+ * also within 5 % of DDP. */
+static void test_converges_delta(void) {
+  if (UNEVEN) return;
+  int pending = 0;
+  double ddp = train_ddp(NULL);
+  tr_merge = DIST_DASO_MERGE_HEAT;
+  double heat = train_daso(8, &pending, NULL);
+  tr_merge = DIST_DASO_MERGE_DELTA;
+  double delta = train_daso(8, &pending, NULL);
+  tr_merge = DIST_DASO_MERGE_HEAT;
+  if (R == 0) printf("  [%dx%d] loss: DDP %.6f, DASO heat merge %.6f, delta merge %.6f\n", N, L, ddp, heat, delta);
+  CHECK(fabs(delta - ddp) <= 0.05 * ddp);
+  CHECK(delta != heat || N == 1); /* the option changed the merge (nodes > 1) */
 }
 
 /* One node: cross groups of one rank, so the global sync has nothing to
@@ -838,6 +865,7 @@ static CU_TestInfo sync_tests[] = {
     CU_TEST_INFO_NULL};
 static CU_TestInfo train_tests[] = {
     {"regression: DASO loss within 5% of DDP", test_converges_like_ddp},
+    {"regression: delta merge within 5% of DDP", test_converges_delta},
     {"one node: DASO == DDP", test_one_node_is_ddp},
     {"gradient scaler", test_scaler},
     {"epoch_loss_logic and reset", test_epoch_logic_and_reset},
