@@ -284,8 +284,9 @@ static dist_status backward(model *m, scratch *sc, int n, mark_fn mark, void *ct
 
 /* ---- worker: training ------------------------------------------------------- */
 
-enum { DDP, DASO, NMODES };
-static const char *const mode_names[NMODES] = {"ddp", "daso"};
+/* daso: Heat's merge (the default); daso-delta: merge = DIST_DASO_MERGE_DELTA. */
+enum { DDP, DASO, DASO_DELTA, NMODES };
+static const char *const mode_names[NMODES] = {"ddp", "daso", "daso-delta"};
 
 typedef struct run {
   model m;
@@ -357,7 +358,7 @@ static double train_epoch(run *r, int mode, int epoch, const options *o, const t
     }
   }
   double loss = sum / o->batches;
-  if (mode == DASO) CHECK(dist_daso_epoch_loss_logic(r->daso, loss, 0));
+  if (mode != DDP) CHECK(dist_daso_epoch_loss_logic(r->daso, loss, 0));
   else { /* for the table; the same small cost as DASO's */
     MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, world);
     loss /= NP;
@@ -446,8 +447,11 @@ static int worker(const options *o) {
   int edge = (int)lround(o->epochs * 4.0 / 90.0);
   dopt.total_epochs = o->epochs;
   dopt.warmup_epochs = dopt.cooldown_epochs = edge < 1 ? 1 : edge;
-  CHECK(dist_daso_create(r[DASO].m.opt, &dopt, &r[DASO].daso));
-  CHECK(dist_daso_set_last_batch(r[DASO].daso, o->batches - 1));
+  for (int m = DASO; m < NMODES; m++) {
+    dopt.merge = m == DASO_DELTA ? DIST_DASO_MERGE_DELTA : DIST_DASO_MERGE_HEAT;
+    CHECK(dist_daso_create(r[m].m.opt, &dopt, &r[m].daso));
+    CHECK(dist_daso_set_last_batch(r[m].daso, o->batches - 1));
+  }
 
   long long np = count_params(h);
   if (g_rank == 0) {
@@ -458,7 +462,7 @@ static int worker(const options *o) {
            MOMENTUM, dopt.warmup_epochs, dopt.cooldown_epochs);
     printf("bytes between nodes: %s\n", veth ? "measured on the veth (rank 0's end: tx = node0->node1)"
                                                : "library counters (no veth): bytes handed to inter-node all-reduces");
-    printf("%-5s %-4s %9s %9s %11s %11s %11s  %s\n", "epoch", "mode", "seconds", "fwd+bwd", "MB 0->1", "MB 1->0",
+    printf("%-5s %-10s %9s %9s %11s %11s %11s  %s\n", "epoch", "mode", "seconds", "fwd+bwd", "MB 0->1", "MB 1->0",
            "train_loss", "daso (gs,ls,btw)");
     fflush(stdout);
   }
@@ -468,7 +472,7 @@ static int worker(const options *o) {
       int mode = e % 2 ? NMODES - 1 - j : j; /* alternate who goes first */
       run *R = &r[mode];
       char phase[32] = ""; /* the schedule this epoch runs with */
-      if (mode == DASO) {
+      if (mode != DDP) {
         dist_daso_state st;
         CHECK(dist_daso_state_get(R->daso, &st));
         snprintf(phase, sizeof phase, "(%d,%d,%d)", st.global_skips, st.local_skips, st.batches_to_wait);
@@ -486,16 +490,18 @@ static int worker(const options *o) {
       R->elapsed[e] = R->seconds, R->loss[e] = loss;
       R->net_bytes[0] += tx, R->net_bytes[1] += rx;
       if (g_rank == 0) {
-        printf("%-5d %-4s %9.3f %9.3f %11.2f %11.2f %11.5f  %s\n", e, mode_names[mode], sec, compute,
+        printf("%-5d %-10s %9.3f %9.3f %11.2f %11.2f %11.5f  %s\n", e, mode_names[mode], sec, compute,
                veth ? tx / 1e6 : NAN, veth ? rx / 1e6 : NAN, loss, phase);
         fflush(stdout);
       }
     }
 
   dist_daso_state st;
-  CHECK(dist_daso_state_get(r[DASO].daso, &st));
   r[DDP].lib_bytes = dist_ddp_bytes_sent(r[DDP].ddp);
-  r[DASO].lib_bytes = st.global_bytes_sent;
+  for (int m = NMODES - 1; m >= DASO; m--) {
+    CHECK(dist_daso_state_get(r[m].daso, &st));
+    r[m].lib_bytes = st.global_bytes_sent;
+  }
   for (int m = 0; m < NMODES; m++) {
     double div, lib = (double)r[m].lib_bytes;
     CHECK(dist_params_max_divergence(r[m].m.p, &div));
@@ -521,6 +527,7 @@ static int worker(const options *o) {
   }
 
   dist_daso_destroy(r[DASO].daso);
+  dist_daso_destroy(r[DASO_DELTA].daso);
   dist_ddp_destroy(r[DDP].ddp);
   for (int m = 0; m < NMODES; m++) model_destroy(&r[m].m), free(r[m].elapsed), free(r[m].loss);
   for (int i = 0; i < NLAYERS; i++) free(sc.act[i]), free(sc.dact[i]);
@@ -643,17 +650,21 @@ static int parse(int argc, char **argv, options *o) {
 }
 
 static void summary(const result res[NMODES], const reach *rch, int netns) {
-  const result *a = &res[DDP], *b = &res[DASO];
-  printf("\n%-5s %14s %14s %18s %12s %12s\n", "mode", "s/epoch", "fwd+bwd s/ep", netns ? "MB/epoch (veth)" : "MB/epoch (lib)",
+  const result *a = &res[DDP];
+  printf("\n%-10s %14s %14s %18s %12s %12s\n", "mode", "s/epoch", "fwd+bwd s/ep", netns ? "MB/epoch (veth)" : "MB/epoch (lib)",
          "final_loss", "train_loss");
   for (int m = 0; m < NMODES; m++)
-    printf("%-5s %14.3f %14.3f %18.2f %12.5f %12.5f\n", mode_names[m], res[m].seconds, res[m].compute, res[m].bytes / 1e6,
+    printf("%-10s %14.3f %14.3f %18.2f %12.5f %12.5f\n", mode_names[m], res[m].seconds, res[m].compute, res[m].bytes / 1e6,
            res[m].loss, res[m].train);
-  double tr = b->seconds / a->seconds, lr = b->loss / a->loss, br = a->bytes > 0 ? b->bytes / a->bytes : NAN;
-  printf("info: daso/ddp bytes between nodes per epoch = %.3f (%s)\n", br, netns ? "veth counters" : "library counters");
-  if (netns) printf("ratio: daso/ddp time per epoch = %.3f (target <= %.2f)\n", tr, TARGET_TIME);
-  else printf("info: daso/ddp time per epoch = %.3f (one machine, no shaped link: not meaningful)\n", tr);
-  printf("ratio: daso/ddp final loss = %.3f (target <= %.2f)\n", lr, TARGET_LOSS);
+  for (int m = DASO; m < NMODES; m++) {
+    const result *b = &res[m];
+    const char *n = mode_names[m];
+    double tr = b->seconds / a->seconds, lr = b->loss / a->loss, br = a->bytes > 0 ? b->bytes / a->bytes : NAN;
+    printf("info: %s/ddp bytes between nodes per epoch = %.3f (%s)\n", n, br, netns ? "veth counters" : "library counters");
+    if (netns) printf("ratio: %s/ddp time per epoch = %.3f (target <= %.2f)\n", n, tr, TARGET_TIME);
+    else printf("info: %s/ddp time per epoch = %.3f (one machine, no shaped link: not meaningful)\n", n, tr);
+    printf("ratio: %s/ddp final loss = %.3f (target <= %.2f)\n", n, lr, TARGET_LOSS);
+  }
   if (rch->have)
     printf("info: ddp reached daso's final train loss after %.2f epochs, %.1f s; daso/ddp time to that loss = %.3f%s\n",
            rch->epochs, rch->ddp_seconds, rch->daso_seconds / rch->ddp_seconds, netns ? "" : " (not meaningful)");
@@ -724,7 +735,7 @@ int main(int argc, char **argv) {
              RANKS_PER_NODE);
     rc = launch(cmd, res, &rch);
   }
-  if (rc || !res[DDP].have || !res[DASO].have)
+  if (rc || !res[DDP].have || !res[DASO].have || !res[DASO_DELTA].have)
     return fprintf(stderr, "bench/daso: the worker launch failed or gave no results\n"), 1;
   summary(res, &rch, netns);
   return 0;
