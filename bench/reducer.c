@@ -10,12 +10,14 @@
  *   (c) one buffer: a single dist_all_reduce(DIST_AVG) of all the bytes in
  *       one contiguous buffer: the limit, no copies, one collective
  *   (d) reducer with bf16 compression
+ *   (e) not a target: (b) with grad_as_bucket_view, i.e. without copying the
+ *       gradients into and out of the buckets (shows what the copies cost)
  *
- * All four average (sum, then divide by the group size). DIST_VERIFY: every
+ * All of them average (sum, then divide by the group size). DIST_VERIFY: every
  * dist_all_reduce first runs a small agreement all-reduce, so (a) pays 160 of
  * them per iteration, (c) one, and the reducer one per finalize. The driver
  * therefore launches the comparison twice per rank count, DIST_VERIFY=1 (the
- * default) and DIST_VERIFY=0, the same setting for all four variants.
+ * default) and DIST_VERIFY=0, the same setting for all variants.
  *
  * Overlap (a third launch per rank count, initialised with
  * DIST_THREAD_MULTIPLE so that progress = THREAD is available): a simulated
@@ -23,7 +25,9 @@
  * size, calibrated so the whole backward takes about as long as (c), and
  * marks each tensor as it finishes; then finalize. Reported per progress mode
  * against compute alone and against compute followed by the reduction
- * (serial: every mark after the compute, so nothing can overlap).
+ * (serial: every mark after the compute, so nothing can overlap); TEST and
+ * THREAD also with 4 MiB buckets, since a 25 MiB bucket of a 30 MiB model
+ * only starts near the end of the backward.
  *
  * Each launch measures its variants in interleaved blocks (the order rotates
  * every round) because the machine is shared: a drift in load hits every
@@ -173,8 +177,10 @@ static void teardown(bench *b) {
   free(b->flat);
 }
 
-static dist_ddp *reducer(bench *b, replica *r, dist_ddp_compress c, dist_ddp_progress prog, int view) {
+/* cap: bucket_bytes, 0 = the default (25 MiB). */
+static dist_ddp *reducer(bench *b, replica *r, dist_ddp_compress c, dist_ddp_progress prog, int view, size_t cap) {
   dist_ddp_options o = DIST_DDP_OPTIONS_INIT;
+  if (cap) o.bucket_bytes = cap;
   o.compress = c;
   o.progress = prog;
   o.grad_as_bucket_view = view;
@@ -283,9 +289,9 @@ static void f_ddp(bench *b, void *arg) { ddp(b, arg); }
 static void f_one_buffer(bench *b, void *arg) { (void)arg, one_buffer(b); }
 
 static void compare(bench *b, const options *o) {
-  dist_ddp *plain = reducer(b, &b->r, DIST_DDP_COMPRESS_NONE, DIST_DDP_PROGRESS_TEST, 0);
-  dist_ddp *bf16 = reducer(b, &b->r, DIST_DDP_COMPRESS_BF16, DIST_DDP_PROGRESS_TEST, 0);
-  dist_ddp *view = reducer(b, &b->rv, DIST_DDP_COMPRESS_NONE, DIST_DDP_PROGRESS_TEST, 1);
+  dist_ddp *plain = reducer(b, &b->r, DIST_DDP_COMPRESS_NONE, DIST_DDP_PROGRESS_TEST, 0, 0);
+  dist_ddp *bf16 = reducer(b, &b->r, DIST_DDP_COMPRESS_BF16, DIST_DDP_PROGRESS_TEST, 0, 0);
+  dist_ddp *view = reducer(b, &b->rv, DIST_DDP_COMPRESS_NONE, DIST_DDP_PROGRESS_TEST, 1, 0);
   verify(b, 0, NULL, &b->r), verify(b, 1, plain, &b->r), verify(b, 2, NULL, &b->r), verify(b, 3, bf16, &b->r);
   verify(b, 4, view, &b->rv);
   /* (e) is not one of the targets: it shows what the gradient copies cost */
@@ -346,11 +352,28 @@ static void f_backward(bench *b, void *arg) {
   if (a->mode == 2) check(b, dist_ddp_finalize(a->d), "dist_ddp_finalize");
 }
 
+#define FINE_BUCKET ((size_t)4 << 20)
+
+/* Bucket sizes in launch order: how late in the backward each can start. */
+static void print_buckets(const char *what, const dist_ddp *d) {
+  printf("  %s:", what);
+  for (int k = 0; k < dist_ddp_bucket_count(d); k++) {
+    size_t bytes = 0;
+    dist_ddp_bucket_info(d, k, NULL, NULL, &bytes, NULL);
+    printf(" %.2f", (double)bytes / (1 << 20));
+  }
+  printf(" MiB\n");
+}
+
 static void overlap(bench *b, const options *o) {
-  dist_ddp *none = reducer(b, &b->r, DIST_DDP_COMPRESS_NONE, DIST_DDP_PROGRESS_NONE, 0);
-  dist_ddp *test = reducer(b, &b->r, DIST_DDP_COMPRESS_NONE, DIST_DDP_PROGRESS_TEST, 0);
-  dist_ddp *thread = reducer(b, &b->r, DIST_DDP_COMPRESS_NONE, DIST_DDP_PROGRESS_THREAD, 0);
+  dist_ddp *none = reducer(b, &b->r, DIST_DDP_COMPRESS_NONE, DIST_DDP_PROGRESS_NONE, 0, 0);
+  dist_ddp *test = reducer(b, &b->r, DIST_DDP_COMPRESS_NONE, DIST_DDP_PROGRESS_TEST, 0, 0);
+  dist_ddp *thread = reducer(b, &b->r, DIST_DDP_COMPRESS_NONE, DIST_DDP_PROGRESS_THREAD, 0, 0);
+  /* Finer buckets launch earlier in the backward: more of it can overlap. */
+  dist_ddp *test4 = reducer(b, &b->r, DIST_DDP_COMPRESS_NONE, DIST_DDP_PROGRESS_TEST, 0, FINE_BUCKET);
+  dist_ddp *thread4 = reducer(b, &b->r, DIST_DDP_COMPRESS_NONE, DIST_DDP_PROGRESS_THREAD, 0, FINE_BUCKET);
   verify(b, 1, thread, &b->r);
+  verify(b, 1, thread4, &b->r);
   /* Calibrate: the whole backward's work takes as long as (c). */
   variant c = {"c one buffer", f_one_buffer, NULL, 0, {0}};
   measure(b, &c, 1, o->rounds < 5 ? o->rounds : 5);
@@ -365,22 +388,25 @@ static void overlap(bench *b, const options *o) {
     t0 = MPI_Wtime();
     burn(probe);
     t0 = MPI_Wtime() - t0;
+    MPI_Allreduce(MPI_IN_PLACE, &t0, 1, MPI_DOUBLE, MPI_MAX, comm); /* every rank leaves the loop together */
   } while (t0 < 0.05);
-  double units = (double)probe * tc / t0;
-  MPI_Allreduce(MPI_IN_PLACE, &units, 1, MPI_DOUBLE, MPI_SUM, comm);
-  b->burn_units = (long)(units / b->size); /* the same work on every rank */
-  backward_arg args[5] = {{none, 0}, {none, 1}, {none, 2}, {test, 2}, {thread, 2}};
-  variant v[5] = {{"compute", f_backward, &args[0], 0, {0}},
+  b->burn_units = (long)((double)probe * tc / t0); /* tc and t0 are the slowest rank's: the same everywhere */
+  backward_arg args[7] = {{none, 0}, {none, 1}, {none, 2}, {test, 2}, {thread, 2}, {test4, 2}, {thread4, 2}};
+  variant v[7] = {{"compute", f_backward, &args[0], 0, {0}},
                   {"serial", f_backward, &args[1], 0, {0}},
                   {"NONE", f_backward, &args[2], 0, {0}},
                   {"TEST", f_backward, &args[3], 0, {0}},
-                  {"THREAD", f_backward, &args[4], 0, {0}}};
-  measure(b, v, 5, o->rounds);
+                  {"THREAD", f_backward, &args[4], 0, {0}},
+                  {"TEST/4MiB-buckets", f_backward, &args[5], 0, {0}},
+                  {"THREAD/4MiB-buckets", f_backward, &args[6], 0, {0}}};
+  measure(b, v, 7, o->rounds);
   if (b->rank == 0) {
     double comp = median(v[0].t, o->rounds), ser = median(v[1].t, o->rounds);
     printf("np=%d overlap (DIST_THREAD_MULTIPLE, DIST_VERIFY=%d): (c) alone %.2f ms; simulated backward calibrated to it\n",
            b->size, o->verify, tc * 1e3);
-    for (int k = 2; k < 5; k++) {
+    print_buckets("default buckets", test);
+    print_buckets("4 MiB buckets", test4);
+    for (int k = 2; k < 7; k++) {
       double t = median(v[k].t, o->rounds);
       printf("overlap: %s np=%d = %.2f ms (compute %.2f ms, serial %.2f ms; hidden %.0f%% of the reduction)\n",
              v[k].name, b->size, t * 1e3, comp * 1e3, ser * 1e3, ser > comp ? 100 * (ser - t) / (ser - comp) : 0.0);
@@ -390,6 +416,8 @@ static void overlap(bench *b, const options *o) {
   dist_ddp_destroy(none);
   dist_ddp_destroy(test);
   dist_ddp_destroy(thread);
+  dist_ddp_destroy(test4);
+  dist_ddp_destroy(thread4);
 }
 
 static int worker(const options *o) {
@@ -477,7 +505,7 @@ int main(int argc, char **argv) {
   printf("variants average: dist_all_reduce(DIST_AVG) = MPI sum + divide; the reducer sums and divides the same way.\n"
          "DIST_VERIFY: each dist_all_reduce runs one small agreement all-reduce first, so (a) pays %d per iteration,\n"
          "(c) one, the reducer one per finalize; the comparison runs with DIST_VERIFY=1 (default) and =0, the same\n"
-         "setting for all four variants.\n",
+         "setting for all variants.\n",
          m.n);
   char summary[8192] = "";
   char list[128];
