@@ -4,12 +4,19 @@
 #include <string.h>
 
 #include "ddp_internal.h"
+#include "half.h"
 #include "half_ops.h"
 #include "memops.h"
 
 static char *slot(const dist_ddp *d, int i) {
   const dist__bucket *b = &d->b[d->bucket_of[i]];
   return (char *)b->buf + (size_t)b->offset[d->slot_of[i]] * dist_dtype_size(b->dtype);
+}
+
+/* Host f32 buckets compressed by the built-in hook, gradients copied (not
+ * views): mark_ready narrows into the wire buffer directly. */
+static int host_compressed(const dist_ddp *d, const dist__bucket *b) {
+  return b->memory == DIST_MEM_HOST && b->wire != b->dtype && !d->has_hook && !d->o.grad_as_bucket_view;
 }
 
 /* Sum a 16-bit buffer over the group without widening it on the wire. */
@@ -47,7 +54,7 @@ static dist_status launch(dist_ddp *d, int k) {
     s = d->hook.start(d->hook.ctx, d->g->name, k, &t, &b->hook_req);
     if (s) s = dist__error_context(s, "DDP communication hook (bucket %d)", k);
   } else if (b->wire != b->dtype) {
-    s = dist__mem_narrow(b->memory, b->buf, b->wire, b->wirebuf, n);
+    s = host_compressed(d, b) ? DIST_SUCCESS : dist__mem_narrow(b->memory, b->buf, b->wire, b->wirebuf, n);
     if (!s) s = reduce16(d, b, be, b->wirebuf, b->wire);
   } else if (dist__dtype_is16(b->dtype)) {
     s = reduce16(d, b, be, b->buf, b->dtype);
@@ -118,8 +125,13 @@ dist_status dist_ddp_mark_ready(dist_ddp *d, int i) {
   if (!d->sync) return DIST_SUCCESS;
   const dist__param *q = &d->p->p[i];
   if (!d->o.grad_as_bucket_view) {
-    size_t bytes = dist__param_bytes(q);
-    DIST_CHECK(dist__mem_copy2d(q->memory, slot(d, i), bytes, q->grad, bytes, bytes, 1));
+    const dist__bucket *b = &d->b[d->bucket_of[i]];
+    if (host_compressed(d, b)) { /* narrow straight from the gradient: one pass */
+      dist__host_narrow(q->grad, b->wire, (char *)b->wirebuf + (size_t)b->offset[d->slot_of[i]] * 2, (size_t)q->numel);
+    } else {
+      size_t bytes = dist__param_bytes(q);
+      DIST_CHECK(dist__mem_copy2d(q->memory, slot(d, i), bytes, q->grad, bytes, bytes, 1));
+    }
   }
   d->b[d->bucket_of[i]].ready++;
   DIST_CHECK(dist__ddp_launch_ready(d));
@@ -136,10 +148,43 @@ dist_status dist__ddp_wait_all(dist_ddp *d) {
   return first;
 }
 
+/* Host f32/f64 buckets: scale by 1/P while writing each gradient (one pass;
+ * a compressed bucket is widened in the same pass). */
+static void average_host(dist_ddp *d, const dist__bucket *b) {
+  double inv = 1.0 / d->g->size;
+  int wide = b->wire != b->dtype && !b->in_buf;
+  for (int j = 0; j < b->nparams; j++) {
+    const dist__param *q = &d->p->p[b->params[j]];
+    size_t off = (size_t)b->offset[j], n = (size_t)q->numel;
+    void *dst = d->o.grad_as_bucket_view ? slot(d, b->params[j]) : q->grad;
+    if (b->dtype == DIST_F64) {
+      const double *src = (const double *)b->buf + off;
+      double *g = dst;
+      for (size_t k = 0; k < n; k++) g[k] = src[k] * inv;
+    } else if (wide && b->wire == DIST_BF16) {
+      const uint16_t *src = (const uint16_t *)b->wirebuf + off;
+      float *g = dst, f = (float)inv;
+      for (size_t k = 0; k < n; k++) g[k] = dist__bf16_f32(src[k]) * f;
+    } else if (wide) {
+      const uint16_t *src = (const uint16_t *)b->wirebuf + off;
+      float *g = dst, f = (float)inv;
+      for (size_t k = 0; k < n; k++) g[k] = dist_f16_to_f32(src[k]) * f;
+    } else {
+      const float *src = (const float *)b->buf + off;
+      float *g = dst, f = (float)inv;
+      for (size_t k = 0; k < n; k++) g[k] = src[k] * f;
+    }
+  }
+}
+
 /* Average bucket k in place (after its sum arrived) and copy it back. */
 static dist_status average(dist_ddp *d, int k) {
   dist__bucket *b = &d->b[k];
   size_t n = (size_t)b->numel;
+  if (b->memory == DIST_MEM_HOST && (b->dtype == DIST_F32 || b->dtype == DIST_F64)) {
+    average_host(d, b);
+    return DIST_SUCCESS;
+  }
   if (b->wire != b->dtype && !b->in_buf && !d->has_hook) DIST_CHECK(dist__mem_widen(b->memory, b->wirebuf, b->wire, b->buf, n));
   if (d->g->size > 1) {
     if (dist__dtype_is16(b->dtype)) {

@@ -2,6 +2,7 @@
  * rounds back to 16 bits, as NCCL does, so compressed buckets cross the
  * wire at 2 bytes per element. MPI has no 16-bit float type, hence a user
  * operation on MPI_UINT16_T (commutative, so every algorithm may use it). */
+#include "half.h"
 #include "half_ops.h"
 
 static MPI_Op ops[2] = {MPI_OP_NULL, MPI_OP_NULL};
@@ -9,7 +10,7 @@ static MPI_Op ops[2] = {MPI_OP_NULL, MPI_OP_NULL};
 static void sum_bf16(void *in, void *inout, int *len, MPI_Datatype *dt) {
   const uint16_t *a = in;
   uint16_t *b = inout;
-  for (int i = 0; i < *len; i++) b[i] = dist_f32_to_bf16(dist_bf16_to_f32(a[i]) + dist_bf16_to_f32(b[i]));
+  for (int i = 0; i < *len; i++) b[i] = dist__f32_bf16(dist__bf16_f32(a[i]) + dist__bf16_f32(b[i]));
 }
 
 static void sum_f16(void *in, void *inout, int *len, MPI_Datatype *dt) {

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "dtype.h"
+#include "half.h"
 
 static const struct {
   const char *name;
@@ -73,14 +74,8 @@ static float float_of(uint32_t u) {
   return f;
 }
 
-float dist_bf16_to_f32(uint16_t h) { return float_of((uint32_t)h << 16); }
-
-uint16_t dist_f32_to_bf16(float f) {
-  uint32_t u = bits_of(f);
-  if (isnan(f)) return (uint16_t)((u >> 16) | 0x40); /* keep it a (quiet) NaN */
-  u += 0x7FFF + ((u >> 16) & 1);                   /* round to nearest even */
-  return (uint16_t)(u >> 16);
-}
+float dist_bf16_to_f32(uint16_t h) { return dist__bf16_f32(h); }
+uint16_t dist_f32_to_bf16(float f) { return dist__f32_bf16(f); }
 
 float dist_f16_to_f32(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1F, man = h & 0x3FF;
@@ -115,7 +110,7 @@ void dist__host_widen(const void *src, dist_dtype t, void *out, size_t n) {
   if (t == DIST_U8)
     for (size_t i = 0; i < n; i++) ((int64_t *)out)[i] = ((const uint8_t *)src)[i];
   else if (t == DIST_BF16)
-    for (size_t i = 0; i < n; i++) dst[i] = dist_bf16_to_f32(s[i]);
+    for (size_t i = 0; i < n; i++) dst[i] = dist__bf16_f32(s[i]);
   else
     for (size_t i = 0; i < n; i++) dst[i] = dist_f16_to_f32(s[i]);
 }
@@ -126,7 +121,7 @@ void dist__host_narrow(const void *in, dist_dtype t, void *dst, size_t n) {
   if (t == DIST_U8) /* an average of u8 values fits */
     for (size_t i = 0; i < n; i++) ((uint8_t *)dst)[i] = (uint8_t)((const int64_t *)in)[i];
   else if (t == DIST_BF16)
-    for (size_t i = 0; i < n; i++) d[i] = dist_f32_to_bf16(src[i]);
+    for (size_t i = 0; i < n; i++) d[i] = dist__f32_bf16(src[i]);
   else
     for (size_t i = 0; i < n; i++) d[i] = dist_f32_to_f16(src[i]);
 }
