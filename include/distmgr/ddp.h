@@ -30,8 +30,11 @@
  *
  * Unused parameters. Parameters not marked ready by finalize are, per the
  * `unused` option, an error that names them (DIST_DDP_UNUSED_ERROR, the
- * default, agreed by all ranks: nothing hangs) or treated as a zero local
- * gradient and reduced with the rest (DIST_DDP_UNUSED_ZERO).
+ * default, agreed by all ranks in one small all-reduce per finalize) or
+ * treated as a zero local gradient and reduced with the rest
+ * (DIST_DDP_UNUSED_ZERO). Every rank launches every bucket either way, so
+ * nothing hangs; with DIST_VERIFY=0 the agreement round is skipped and only
+ * the ranks that found the problem report it.
  *
  * Compression. DIST_DDP_COMPRESS_BF16 / _F16 send each f32 bucket as 16-bit
  * floats (half the bytes), summed pairwise in f32 and rounded back to 16 bits
