@@ -136,7 +136,10 @@ dist_status dist_daso_set_last_batch(dist_daso *d, int last) {
 
 dist_status dist_daso_mark_ready(dist_daso *d, int index) {
   if (!d) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_daso_mark_ready: DASO is NULL");
-  return dist_ddp_mark_ready(d->ddp, index);
+  DIST_CHECK(dist_ddp_mark_ready(d->ddp, index));
+  /* MPI moves the global send only inside MPI calls: give it a turn while
+   * the backward computes (with local sync off nothing else would). */
+  return dist__daso_poke(d);
 }
 
 /* Unscale gradients and look for inf/NaN (mixed precision). */
@@ -190,6 +193,7 @@ dist_status dist_daso_step(dist_daso *d) {
   if (!d) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: DASO is NULL", what);
   if (d->s.last < 0)
     return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: call dist_daso_set_last_batch (batches per epoch - 1) first", what);
+  DIST_CHECK(dist__daso_poke(d));
   DIST_CHECK(dist_ddp_finalize(d->ddp));
   int found_inf = 0;
   if (d->has_scaler) {
@@ -212,6 +216,7 @@ dist_status dist_daso_step(dist_daso *d) {
 
 dist_status dist_daso_zero_grad(dist_daso *d) {
   if (!d) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_daso_zero_grad: DASO is NULL");
+  DIST_CHECK(dist__daso_poke(d));
   return dist_optim_zero_grad(d->opt);
 }
 

@@ -43,6 +43,8 @@ dist_status dist__daso_send(dist_daso *d, int sender);
  * Heat's formula with btw; one node: parameters kept), then broadcast inside
  * each node from `sender`. Every rank calls it. */
 dist_status dist__daso_receive(dist_daso *d, int sender, int blocking, int btw);
+/* Test the chunks in flight (drives MPI's progress). */
+dist_status dist__daso_poke(dist_daso *d);
 /* Set ref to the current parameters (identical on all ranks at that point). */
 dist_status dist__daso_set_ref(dist_daso *d);
 /* The merge arithmetic, pure: p = (w*p + N*(ref + sum/N)) / (N + w) with

@@ -143,6 +143,13 @@ dist_status dist__daso_send(dist_daso *d, int sender) {
   return DIST_SUCCESS;
 }
 
+dist_status dist__daso_poke(dist_daso *d) {
+  if (!d->inflight) return DIST_SUCCESS;
+  int done = 0; /* completed requests become MPI_REQUEST_NULL: the later Waitall returns at once */
+  int rc = MPI_Testall(d->nchunks, d->req, &done, MPI_STATUSES_IGNORE);
+  return rc == MPI_SUCCESS ? DIST_SUCCESS : dist__mpi_error(rc, "MPI_Testall (DASO parameters)");
+}
+
 void dist__daso_merge(double *p, double *ref, const double *sum, int64_t n, int nodes, int btw, int blocking) {
   double w = btw > 0 ? 2.0 * btw : 1.0;
   for (int64_t k = 0; k < n; k++) {
