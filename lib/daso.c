@@ -156,6 +156,7 @@ static dist_status unscale(dist_daso *d, int *found_inf) {
     if (q->memory != DIST_MEM_HOST) {
       if (!(tmp = malloc(bytes ? bytes : 1))) return dist__error(DIST_ERR_NO_MEMORY, "DASO unscale");
       dist_status s = dist__mem_download(q->memory, tmp, q->grad, bytes);
+      if (!s) s = dist__mem_sync(q->memory);
       if (s) return free(tmp), s;
       g = tmp;
     }
@@ -241,7 +242,9 @@ dist_status dist_daso_reset(dist_daso *d) {
   const char *what = "dist_daso_reset";
   if (!d) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: DASO is NULL", what);
   dist_status s = DIST_SUCCESS;
-  if (d->s.prev_sender >= 0) s = dist__daso_receive(d, d->s.prev_sender, 0, d->s.pending_btw);
+  int from = d->s.prev_sender;
+  d->s.prev_sender = -1; /* a failed receive must not be retried by a later reset or destroy */
+  if (from >= 0) s = dist__daso_receive(d, from, 0, d->s.pending_btw);
   int last = d->s.last;
   s = dist__agree(dist__state.world, s, what);
   if (!s) s = dist_params_broadcast(d->p, 0); /* everyone restarts from rank 0's parameters */

@@ -42,6 +42,7 @@ static dist_status gather(dist_daso *d) {
     if (q->memory != DIST_MEM_HOST) {
       if (!(tmp = malloc(bytes ? bytes : 1))) return dist__error(DIST_ERR_NO_MEMORY, "DASO: staging '%s'", q->name);
       dist_status s = dist__mem_download(q->memory, tmp, q->data, bytes);
+      if (!s) s = dist__mem_sync(q->memory);
       if (s) return free(tmp), s;
       src = tmp;
     }

@@ -225,7 +225,11 @@ static dist_status fill_unmarked(dist_ddp *d, int *first_missing) {
   for (int i = 0; i < d->p->n; i++) {
     if (d->marked[i]) continue;
     const dist__param *q = &d->p->p[i];
-    DIST_CHECK(dist__mem_zero(q->memory, slot(d, i), dist__param_bytes(q)));
+    const dist__bucket *b = &d->b[d->bucket_of[i]];
+    if (host_compressed(d, b)) /* mark_ready would have narrowed into the wire buffer */
+      memset((char *)b->wirebuf + (size_t)b->offset[d->slot_of[i]] * 2, 0, (size_t)q->numel * 2);
+    else
+      DIST_CHECK(dist__mem_zero(q->memory, slot(d, i), dist__param_bytes(q)));
     d->b[d->bucket_of[i]].ready++;
     if (missing++ < 8 && len < sizeof names - 80)
       len += (size_t)snprintf(names + len, sizeof names - len, "%s%d '%s'", missing > 1 ? ", " : "", i, q->name);

@@ -233,24 +233,34 @@ dist_status dist_params_max_divergence(dist_params *p, double *out) {
   if (!out) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: out is NULL", what);
   dist__group *g;
   DIST_CHECK(dist__params_group(p, what, &g));
+  size_t most = 1;
+  for (int i = 0; i < p->n; i++)
+    if (dist__param_bytes(&p->p[i]) > most) most = dist__param_bytes(&p->p[i]);
+  void *mine = malloc(most), *ref = malloc(most);
+  dist_status s = mine && ref ? DIST_SUCCESS : dist__error(DIST_ERR_NO_MEMORY, "%s: %zu bytes", what, most);
+  s = dist__agree(g->comm, s, what);
+  if (s) {
+    free(mine);
+    free(ref);
+    return s;
+  }
   double worst = 0;
-  dist_status s = DIST_SUCCESS;
-  for (int i = 0; i < p->n && !s; i++) {
+  for (int i = 0; i < p->n; i++) { /* every rank joins every broadcast, even after a local error */
     dist__param *q = &p->p[i];
     size_t bytes = dist__param_bytes(q);
-    void *mine = malloc(bytes ? bytes : 1), *ref = malloc(bytes ? bytes : 1);
-    if (!mine || !ref) s = dist__error(DIST_ERR_NO_MEMORY, "%s: %zu bytes", what, bytes);
-    if (!s) s = dist__mem_download(q->memory, mine, q->data, bytes);
-    if (!s) memcpy(ref, mine, bytes);
-    int rc = MPI_Bcast(ref, (int)bytes, MPI_BYTE, 0, g->comm); /* every rank takes part even after a local error */
-    if (!s && rc != MPI_SUCCESS) s = dist__mpi_error(rc, "MPI_Bcast");
-    for (int64_t k = 0; !s && k < q->numel; k++) {
+    dist_status ls = s ? s : dist__mem_download(q->memory, mine, q->data, bytes);
+    if (!ls) ls = dist__mem_sync(q->memory);
+    if (!ls) memcpy(ref, mine, bytes);
+    int rc = MPI_Bcast(ref, (int)bytes, MPI_BYTE, 0, g->comm);
+    if (!ls && rc != MPI_SUCCESS) ls = dist__mpi_error(rc, "MPI_Bcast");
+    for (int64_t k = 0; !ls && k < q->numel; k++) {
       double d = fabs(load(mine, q->dtype, k) - load(ref, q->dtype, k));
       if (d > worst || d != d) worst = d != d ? INFINITY : d;
     }
-    free(mine);
-    free(ref);
+    if (ls && !s) s = ls;
   }
+  free(mine);
+  free(ref);
   DIST_CHECK(dist__agree(g->comm, s, what));
   double all;
   MPI_Allreduce(&worst, &all, 1, MPI_DOUBLE, MPI_MAX, g->comm);

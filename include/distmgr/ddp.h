@@ -34,7 +34,8 @@
  * treated as a zero local gradient and reduced with the rest
  * (DIST_DDP_UNUSED_ZERO). Every rank launches every bucket either way, so
  * nothing hangs; with DIST_VERIFY=0 the agreement round is skipped and only
- * the ranks that found the problem report it.
+ * the ranks that found the problem report it. A finalize with no mark at
+ * all since the last one is an error in both modes (a forgotten backward).
  *
  * Compression. DIST_DDP_COMPRESS_BF16 / _F16 send each f32 bucket as 16-bit
  * floats (half the bytes), summed pairwise in f32 and rounded back to 16 bits

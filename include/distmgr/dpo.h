@@ -6,8 +6,10 @@
  * every parameter immediately.
  *
  * Non-blocking mode: dist_dpo_grad_ready copies the gradient into the
- * optimizer's own buffer and starts a non-blocking average of it; the grad
- * buffer is free again at once (zero_grad and the next backward may run).
+ * optimizer's own buffer and starts a non-blocking average of it (still a
+ * collective: all ranks hand parameters in the same order); the grad buffer
+ * is free again at once for host memory, and in stream order for CUDA
+ * memory (zero_grad and the next backward may run).
  * dist_dpo_step only records that an update is due. Before a layer's next
  * forward, call dist_dpo_before_forward(layer): it waits for that layer's
  * averages and steps just those parameters from them, so
@@ -37,8 +39,8 @@ dist_status dist_dpo_create(dist_optim *opt, int blocking, dist_dpo **out);
 /* layer_of[i] = layer of parameter i (values 0..nlayers-1, every layer used).
  * Local; not while updates are pending. */
 dist_status dist_dpo_set_layers(dist_dpo *d, const int *layer_of, int nlayers);
-/* Backward hook: the gradient of `index` is final. Blocking: collective over
- * the group (all ranks call it for the same parameters in the same order). */
+/* Backward hook: the gradient of `index` is final. Collective over the group
+ * in both modes: all ranks call it for the same parameters in the same order. */
 dist_status dist_dpo_grad_ready(dist_dpo *d, int index);
 /* Blocking: step now. Non-blocking: mark an update as due (every parameter
  * must have been handed to grad_ready since the last step). */
