@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cunit_main.h"
+#include "cunit_mpi.h"
 
 static int W, R; /* world size and rank */
 
@@ -836,20 +836,4 @@ static CU_SuiteInfo suites[] = {{"params", NULL, NULL, NULL, NULL, param_tests},
                                 {"ddp", NULL, NULL, NULL, NULL, ddp_tests},
                                 CU_SUITE_INFO_NULL};
 
-int main(void) {
-  dist_status s = dist_manager_initialize();
-  if (s != DIST_SUCCESS) {
-    fprintf(stderr, "initialize: %s (%s)\n", dist_status_string(s), dist_last_error());
-    return 1;
-  }
-  MPI_Comm_size(MPI_COMM_WORLD, &W);
-  MPI_Comm_rank(MPI_COMM_WORLD, &R);
-  char tag[64];
-  snprintf(tag, sizeof tag, "test_ddp[rank %d/%d]", R, W);
-  int failed = cunit_run(suites, tag, R != 0);
-  if (dist_manager_finalize() != DIST_SUCCESS) failed++;
-  int total = 0;
-  MPI_Allreduce(&failed, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (R == 0) printf("test_ddp: %d failure(s) over %d rank(s)\n", total, W);
-  return total != 0;
-}
+int main(void) { return cunit_mpi_main(suites, "test_ddp", &R, &W); }
