@@ -1,5 +1,6 @@
 /* DASO's state, shared by daso.c (life cycle, step, epoch logic) and
- * daso_sync.c (packing, sending, receiving and merging parameters). */
+ * daso_sync.c (sending, receiving, node broadcasts) and daso_kernels.c
+ * (packing and merging). */
 #ifndef DISTMGR_DASO_INTERNAL_H
 #define DISTMGR_DASO_INTERNAL_H
 
@@ -23,13 +24,17 @@ struct dist_daso {
   int local_sync;
   /* global sync buffers (host) */
   int64_t n;            /* parameter elements */
-  double *ref;          /* my cross group's last agreed parameters */
-  void *wire;           /* n + 1 elements of o.downcast: changes since ref, then the non-finite count */
-  double *host;         /* scratch: parameters as doubles */
-  double *sent;         /* MERGE_DELTA: what this rank sent (ref + its rounded change) */
+  size_t nbytes;        /* their bytes, each in its own dtype */
+  void *ref;            /* my cross group's last agreed parameters, laid out as the parameters back to back */
+  void *wire;           /* n + 1 elements of o.downcast: changes since ref, then the non-finite flag */
+  void *sent;           /* MERGE_DELTA: what this rank sent (ref + its rounded change), laid out as ref */
+  void *stage;          /* a host copy of one device parameter (NULL when all are on the host) */
+  MPI_Op op;            /* the sum for the wire type */
   MPI_Request *req;     /* one per chunk */
   int nchunks;
   int inflight;         /* my chunks are in flight */
+  dist_status send_error; /* packing failed here: sent as the flag, reported at the receive */
+  char send_why[256];
   int skipped;
   uint64_t bytes_sent, syncs;
 };
@@ -47,12 +52,19 @@ dist_status dist__daso_receive(dist_daso *d, int sender, int blocking, int btw);
 dist_status dist__daso_poke(dist_daso *d);
 /* Set ref to the current parameters (identical on all ranks at that point). */
 dist_status dist__daso_set_ref(dist_daso *d);
-/* The merge arithmetic, pure: p = (w*p + N*(ref + sum/N)) / (N + w) with
- * w = 2*btw (1 if btw == 0); blocking: p = ref + sum/N. ref becomes
- * ref + sum/N. */
-void dist__daso_merge(double *p, double *ref, const double *sum, int64_t n, int nodes, int btw, int blocking);
+/* daso_kernels.c: one pass over one parameter of type pt (f32 or f64); wire
+ * and sum are of type wt (bf16, f16 or f32). */
+/* wire = wt(p - ref); sent (unless NULL) = ref + wire read back. Returns 1
+ * when a wire value is not finite: a NaN or inf parameter, or a change
+ * beyond wt's range. */
+int dist__daso_pack(dist_dtype pt, const void *p, const void *ref, void *sent, dist_dtype wt, void *wire, int64_t n);
+/* The merge, pure: p = (w*p + N*(ref + sum/N)) / (N + w) with w = 2*btw
+ * (1 if btw == 0); blocking: p = ref + sum/N. ref becomes ref + sum/N. */
+void dist__daso_merge(dist_dtype pt, void *p, void *ref, dist_dtype wt, const void *sum, int64_t n, int nodes, int btw,
+                      int blocking);
 /* DIST_DASO_MERGE_DELTA, non-blocking: p += (ref + sum/N) - own_sent; ref
  * becomes ref + sum/N. */
-void dist__daso_merge_delta(double *p, double *ref, const double *sum, const double *own_sent, int64_t n, int nodes);
+void dist__daso_merge_delta(dist_dtype pt, void *p, void *ref, dist_dtype wt, const void *sum, const void *own_sent,
+                            int64_t n, int nodes);
 
 #endif

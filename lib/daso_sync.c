@@ -1,9 +1,9 @@
 /* DASO's global synchronisation: parameters are packed as their change
  * since the group's last agreed copy (ref), downcast, summed over the cross
- * group in chunks of non-blocking all-reduces, and merged. The last wire
- * element counts non-finite values, so a NaN fails every rank of the group
- * in the same round trip. */
-#include <math.h>
+ * group in chunks of non-blocking all-reduces, and merged (the loops are in
+ * daso_kernels.c). The last wire element flags a non-finite value or a
+ * failed send, so either fails every rank of the group in the same round
+ * trip, and nobody waits for a rank that gave up. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,124 +15,125 @@
 
 static size_t wsize(const dist_daso *d) { return dist_dtype_size(d->o.downcast); }
 
-static void wire_store(dist_daso *d, int64_t k, double v) {
-  switch (d->o.downcast) {
-    case DIST_BF16: ((uint16_t *)d->wire)[k] = dist_f32_to_bf16((float)v); break;
-    case DIST_F16: ((uint16_t *)d->wire)[k] = dist_f32_to_f16((float)v); break;
-    default: ((float *)d->wire)[k] = (float)v;
-  }
+/* The last wire element: 0 or 1, in the wire type. */
+static void set_flag(dist_daso *d, int bad) {
+  float one = bad ? 1.0f : 0.0f;
+  void *at = (char *)d->wire + (size_t)d->n * wsize(d);
+  if (d->o.downcast == DIST_F32) memcpy(at, &one, sizeof one);
+  else *(uint16_t *)at = d->o.downcast == DIST_BF16 ? dist_f32_to_bf16(one) : dist_f32_to_f16(one);
 }
 
-static double wire_load(const dist_daso *d, int64_t k) {
-  switch (d->o.downcast) {
-    case DIST_BF16: return dist_bf16_to_f32(((const uint16_t *)d->wire)[k]);
-    case DIST_F16: return dist_f16_to_f32(((const uint16_t *)d->wire)[k]);
-    default: return ((const float *)d->wire)[k];
-  }
+static int flag_set(const dist_daso *d) {
+  const void *at = (const char *)d->wire + (size_t)d->n * wsize(d);
+  if (d->o.downcast == DIST_F32) return *(const float *)at != 0;
+  uint16_t h = *(const uint16_t *)at;
+  return (d->o.downcast == DIST_BF16 ? dist_bf16_to_f32(h) : dist_f16_to_f32(h)) != 0;
 }
 
-/* Parameters <-> the host double scratch. */
-static dist_status gather(dist_daso *d) {
-  int64_t off = 0;
-  for (int i = 0; i < d->p->n; i++) {
-    const dist__param *q = &d->p->p[i];
-    size_t bytes = dist__param_bytes(q);
-    const void *src = q->data;
-    void *tmp = NULL;
-    if (q->memory != DIST_MEM_HOST) {
-      if (!(tmp = malloc(bytes ? bytes : 1))) return dist__error(DIST_ERR_NO_MEMORY, "DASO: staging '%s'", q->name);
-      dist_status s = dist__mem_download(q->memory, tmp, q->data, bytes);
-      if (!s) s = dist__mem_sync(q->memory);
-      if (s) return free(tmp), s;
-      src = tmp;
-    }
-    for (int64_t k = 0; k < q->numel; k++)
-      d->host[off + k] = q->dtype == DIST_F64 ? ((const double *)src)[k] : ((const float *)src)[k];
-    free(tmp);
-    off += q->numel;
+/* A host view of parameter q's data: the data itself, or a copy of device
+ * memory in d->stage (write_back returns it). */
+static dist_status host_view(dist_daso *d, const dist__param *q, void **v) {
+  if (q->memory == DIST_MEM_HOST) {
+    *v = q->data;
+    return DIST_SUCCESS;
   }
+  DIST_CHECK(dist__mem_download(q->memory, d->stage, q->data, dist__param_bytes(q)));
+  DIST_CHECK(dist__mem_sync(q->memory));
+  *v = d->stage;
   return DIST_SUCCESS;
 }
 
-static dist_status scatter(dist_daso *d) {
-  int64_t off = 0;
-  for (int i = 0; i < d->p->n; i++) {
-    dist__param *q = &d->p->p[i];
-    size_t bytes = dist__param_bytes(q);
-    void *dst = q->data, *tmp = NULL;
-    if (q->memory != DIST_MEM_HOST) {
-      if (!(tmp = malloc(bytes ? bytes : 1))) return dist__error(DIST_ERR_NO_MEMORY, "DASO: staging '%s'", q->name);
-      dst = tmp;
-    }
-    for (int64_t k = 0; k < q->numel; k++) {
-      if (q->dtype == DIST_F64) ((double *)dst)[k] = d->host[off + k];
-      else ((float *)dst)[k] = (float)d->host[off + k];
-    }
-    dist_status s = tmp ? dist__mem_upload(q->memory, q->data, tmp, bytes) : DIST_SUCCESS;
-    if (!s && tmp) s = dist__mem_sync(q->memory);
-    free(tmp);
-    DIST_CHECK(s);
-    off += q->numel;
-  }
-  return DIST_SUCCESS;
+static dist_status write_back(dist_daso *d, const dist__param *q) {
+  if (q->memory == DIST_MEM_HOST) return DIST_SUCCESS;
+  DIST_CHECK(dist__mem_upload(q->memory, q->data, d->stage, dist__param_bytes(q)));
+  return dist__mem_sync(q->memory);
 }
 
 dist_status dist__daso_sync_init(dist_daso *d) {
+  size_t stage = 0;
   for (int i = 0; i < d->p->n; i++) {
     const dist__param *q = &d->p->p[i];
     if (q->dtype != DIST_F32 && q->dtype != DIST_F64)
       return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_daso_create: parameter '%s' is %s (f32 or f64 expected)", q->name,
                          dist_dtype_name(q->dtype));
     d->n += q->numel;
+    d->nbytes += dist__param_bytes(q);
+    if (q->memory != DIST_MEM_HOST && dist__param_bytes(q) > stage) stage = dist__param_bytes(q);
   }
   int64_t chunk = d->o.sending_chunk_size;
   d->nchunks = (int)((d->n + 1 + chunk - 1) / chunk);
   if ((d->n + 1 + chunk - 1) / chunk > 0x7fffffff) return dist__error(DIST_ERR_UNSUPPORTED, "dist_daso_create: too many chunks");
-  d->ref = malloc(sizeof(double) * (size_t)(d->n + 1));
-  d->host = malloc(sizeof(double) * (size_t)(d->n + 1));
+  d->ref = malloc(d->nbytes + 1);
   d->wire = malloc(wsize(d) * (size_t)(d->n + 1));
   d->req = malloc(sizeof(MPI_Request) * (size_t)d->nchunks);
-  if (d->o.merge == DIST_DASO_MERGE_DELTA) d->sent = malloc(sizeof(double) * (size_t)(d->n + 1));
-  if (!d->ref || !d->host || !d->wire || !d->req || (d->o.merge == DIST_DASO_MERGE_DELTA && !d->sent))
+  if (d->o.merge == DIST_DASO_MERGE_DELTA) d->sent = malloc(d->nbytes + 1);
+  if (stage) d->stage = malloc(stage);
+  if (!d->ref || !d->wire || !d->req || (d->o.merge == DIST_DASO_MERGE_DELTA && !d->sent) || (stage && !d->stage))
     return dist__error(DIST_ERR_NO_MEMORY, "dist_daso_create: buffers for %lld parameters", (long long)d->n);
   for (int c = 0; c < d->nchunks; c++) d->req[c] = MPI_REQUEST_NULL;
+  if (d->o.downcast != DIST_F32) DIST_CHECK(dist__half_sum_op(d->o.downcast, &d->op)); /* so that a send cannot fail on it */
+  else d->op = MPI_SUM;
   return dist__daso_set_ref(d);
 }
 
 void dist__daso_sync_free(dist_daso *d) {
   if (d->inflight) MPI_Waitall(d->nchunks, d->req, MPI_STATUSES_IGNORE);
   free(d->ref);
-  free(d->host);
   free(d->wire);
   free(d->req);
   free(d->sent);
+  free(d->stage);
 }
 
 dist_status dist__daso_set_ref(dist_daso *d) {
-  DIST_CHECK(gather(d));
-  memcpy(d->ref, d->host, sizeof(double) * (size_t)d->n);
+  size_t off = 0;
+  for (int i = 0; i < d->p->n; i++) {
+    const dist__param *q = &d->p->p[i];
+    size_t bytes = dist__param_bytes(q);
+    if (q->memory == DIST_MEM_HOST) memcpy((char *)d->ref + off, q->data, bytes);
+    else {
+      DIST_CHECK(dist__mem_download(q->memory, (char *)d->ref + off, q->data, bytes));
+      DIST_CHECK(dist__mem_sync(q->memory));
+    }
+    off += bytes;
+  }
   return DIST_SUCCESS;
+}
+
+/* Pack every parameter into the wire; a local failure is kept in
+ * d->send_error and sent as the flag, so the group still completes the
+ * round and learns of it there instead of waiting for this rank. */
+static int pack_all(dist_daso *d) {
+  size_t off = 0;
+  int64_t k0 = 0;
+  int bad = 0;
+  for (int i = 0; i < d->p->n && !d->send_error; i++) {
+    const dist__param *q = &d->p->p[i];
+    void *v;
+    d->send_error = host_view(d, q, &v);
+    if (!d->send_error)
+      bad |= dist__daso_pack(q->dtype, v, (char *)d->ref + off, d->sent ? (char *)d->sent + off : NULL, d->o.downcast,
+                             (char *)d->wire + (size_t)k0 * wsize(d), q->numel);
+    off += dist__param_bytes(q);
+    k0 += q->numel;
+  }
+  if (d->send_error) {
+    snprintf(d->send_why, sizeof d->send_why, "%s", dist_last_error());
+    memset(d->wire, 0, wsize(d) * (size_t)d->n);
+    bad = 1;
+  }
+  return bad;
 }
 
 dist_status dist__daso_send(dist_daso *d, int sender) {
   if (d->lrank != sender) return DIST_SUCCESS;
   if (d->inflight) return dist__error(DIST_ERR_INTERNAL, "DASO: a send is already in flight");
-  DIST_CHECK(gather(d));
-  double bad = 0;
-  for (int64_t k = 0; k < d->n; k++) {
-    if (!isfinite(d->host[k])) bad += 1;
-    wire_store(d, k, d->host[k] - d->ref[k]);
-    if (d->o.downcast == DIST_F16 && !isfinite(wire_load(d, k))) bad += 1; /* a change beyond f16's range */
-    if (d->sent) d->sent[k] = d->ref[k] + wire_load(d, k); /* exactly what this rank contributes */
-  }
-  wire_store(d, d->n, bad > 0 ? 1 : 0); /* a flag, not a count: it must survive 16-bit sums */
+  set_flag(d, pack_all(d));
   MPI_Datatype t = d->o.downcast == DIST_F32 ? MPI_FLOAT : MPI_UINT16_T;
-  MPI_Op op = MPI_SUM;
-  if (d->o.downcast != DIST_F32) DIST_CHECK(dist__half_sum_op(d->o.downcast, &op));
   int64_t total = d->n + 1, chunk = d->o.sending_chunk_size;
   for (int c = 0; c < d->nchunks; c++) {
     int64_t lo = c * chunk, len = total - lo < chunk ? total - lo : chunk;
-    int rc = MPI_Iallreduce(MPI_IN_PLACE, (char *)d->wire + (size_t)lo * wsize(d), (int)len, t, op, d->cross, &d->req[c]);
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, (char *)d->wire + (size_t)lo * wsize(d), (int)len, t, d->op, d->cross, &d->req[c]);
     if (rc != MPI_SUCCESS) {
       MPI_Waitall(c, d->req, MPI_STATUSES_IGNORE);
       return dist__mpi_error(rc, "MPI_Iallreduce (DASO parameters)");
@@ -151,49 +152,41 @@ dist_status dist__daso_poke(dist_daso *d) {
   return rc == MPI_SUCCESS ? DIST_SUCCESS : dist__mpi_error(rc, "MPI_Testall (DASO parameters)");
 }
 
-void dist__daso_merge(double *p, double *ref, const double *sum, int64_t n, int nodes, int btw, int blocking) {
-  double w = btw > 0 ? 2.0 * btw : 1.0;
-  for (int64_t k = 0; k < n; k++) {
-    double avg = ref[k] + sum[k] / nodes; /* the mean of what the group sent */
-    p[k] = blocking ? avg : (w * p[k] + nodes * avg) / (nodes + w);
-    ref[k] = avg;
-  }
-}
-
-void dist__daso_merge_delta(double *p, double *ref, const double *sum, const double *own_sent, int64_t n, int nodes) {
-  for (int64_t k = 0; k < n; k++) {
-    double avg = ref[k] + sum[k] / nodes;
-    p[k] += avg - own_sent[k]; /* the group's mean, plus what I trained since I sent */
-    ref[k] = avg;
-  }
-}
-
 /* The sender's side: wait for every chunk (Heat waits for one at most),
- * check the flag, merge into host[] and the parameters. */
+ * check the flag, merge into the parameters. */
 static dist_status finish(dist_daso *d, int blocking, int btw) {
   int rc = MPI_Waitall(d->nchunks, d->req, MPI_STATUSES_IGNORE);
   d->inflight = 0;
   if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Waitall (DASO parameters)");
-  if (wire_load(d, d->n) != 0)
-    return dist__error(DIST_ERR_INVALID_ARGUMENT,
-                       "DASO global sync: a sent parameter buffer held NaN or inf, or a change beyond f16 range (on some rank of "
-                       "this cross group); "
-                       "the parameters were not merged");
-  DIST_CHECK(gather(d));
-  if (d->nodes == 1) {
-    /* Nothing to average with (daso.h: a no-op). Merging would pull the
-     * parameters back towards the stale copy sent, or round them by the
-     * downcast; the send above still served to check them for NaN. */
-    memcpy(d->ref, d->host, sizeof(double) * (size_t)d->n);
-    return DIST_SUCCESS;
+  if (d->send_error) {
+    dist_status e = d->send_error;
+    d->send_error = DIST_SUCCESS;
+    return dist__error(e, "DASO global sync: this rank could not send its parameters: %s", d->send_why);
   }
-  double *sum = malloc(sizeof(double) * (size_t)(d->n + 1));
-  if (!sum) return dist__error(DIST_ERR_NO_MEMORY, "DASO merge");
-  for (int64_t k = 0; k < d->n; k++) sum[k] = wire_load(d, k);
-  if (d->sent && !blocking) dist__daso_merge_delta(d->host, d->ref, sum, d->sent, d->n, d->nodes);
-  else dist__daso_merge(d->host, d->ref, sum, d->n, d->nodes, btw, blocking);
-  free(sum);
-  return scatter(d);
+  if (flag_set(d))
+    return dist__error(DIST_ERR_INVALID_ARGUMENT,
+                       "DASO global sync: a sent parameter buffer held NaN or inf, or a change beyond %s range, or a rank "
+                       "failed to send (on some rank of this cross group); the parameters were not merged",
+                       dist_dtype_name(d->o.downcast));
+  /* One node: nothing to average with (daso.h: a no-op). Merging would pull
+   * the parameters back towards the stale copy sent, or round them by the
+   * downcast; the send above still served to check them for NaN. */
+  if (d->nodes == 1) return dist__daso_set_ref(d);
+  size_t off = 0;
+  int64_t k0 = 0;
+  for (int i = 0; i < d->p->n; i++) {
+    dist__param *q = &d->p->p[i];
+    void *v, *ref = (char *)d->ref + off;
+    const void *sum = (const char *)d->wire + (size_t)k0 * wsize(d);
+    DIST_CHECK(host_view(d, q, &v));
+    if (d->sent && !blocking)
+      dist__daso_merge_delta(q->dtype, v, ref, d->o.downcast, sum, (char *)d->sent + off, q->numel, d->nodes);
+    else dist__daso_merge(q->dtype, v, ref, d->o.downcast, sum, q->numel, d->nodes, btw, blocking);
+    DIST_CHECK(write_back(d, q));
+    off += dist__param_bytes(q);
+    k0 += q->numel;
+  }
+  return DIST_SUCCESS;
 }
 
 dist_status dist__daso_receive(dist_daso *d, int sender, int blocking, int btw) {

@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "cunit_main.h"
-#include "daso_internal.h" /* dist__daso_merge: the merge arithmetic alone */
+#include "daso_internal.h" /* dist__daso_merge, dist__daso_pack: the arithmetic alone */
 
 static int W, R;        /* world size and rank */
 static int L, N;        /* ranks per node, nodes (this round) */
@@ -189,39 +189,80 @@ static double divergence(model *m) {
 
 /* ---- merge arithmetic ------------------------------------------------------------ */
 
-/* dist__daso_merge with numbers small enough to do by hand. ref + sum/N is
- * the mean of what the nodes sent; w = 2 btw (1 when btw is 0). */
+/* dist__daso_merge with numbers small enough to do by hand (f64 parameters,
+ * f32 wire). ref + sum/N is the mean of what the nodes sent; w = 2 btw (1
+ * when btw is 0). */
+static void merge64(double *p, double *ref, const float *sum, int64_t n, int nodes, int btw, int blocking) {
+  dist__daso_merge(DIST_F64, p, ref, DIST_F32, sum, n, nodes, btw, blocking);
+}
+
 static void test_merge_formula(void) {
   double p[2], ref[2];
-  const double sum[2] = {2, -6}; /* sum over nodes of (p_sent - ref) */
+  const float sum[2] = {2, -6}; /* sum over nodes of (p_sent - ref) */
   /* N = 2, btw = 2: w = 4, mean = ref + sum/2 = {2, -1}; p = (4 p + 2 mean) / 6. */
   p[0] = 5, p[1] = 2, ref[0] = 1, ref[1] = 2;
-  dist__daso_merge(p, ref, sum, 2, 2, 2, 0);
+  merge64(p, ref, sum, 2, 2, 2, 0);
   CHECK(p[0] == 4 && p[1] == 1);
   CHECK(ref[0] == 2 && ref[1] == -1);
   /* btw = 1: w = 2: p = (2 p + 2 mean) / 4. */
   p[0] = 5, p[1] = 2, ref[0] = 1, ref[1] = 2;
-  dist__daso_merge(p, ref, sum, 2, 2, 1, 0);
+  merge64(p, ref, sum, 2, 2, 1, 0);
   CHECK(p[0] == 3.5 && p[1] == 0.5);
   /* btw = 0: weight 1, not 0: p = (p + 2 mean) / 3. */
   p[0] = 5, p[1] = 2, ref[0] = 1, ref[1] = 2;
-  dist__daso_merge(p, ref, sum, 2, 2, 0, 0);
+  merge64(p, ref, sum, 2, 2, 0, 0);
   CHECK(p[0] == 3 && p[1] == 0);
   /* Blocking: the plain mean, whatever btw. */
   p[0] = 5, p[1] = 2, ref[0] = 1, ref[1] = 2;
-  dist__daso_merge(p, ref, sum, 2, 2, 3, 1);
+  merge64(p, ref, sum, 2, 2, 3, 1);
   CHECK(p[0] == 2 && p[1] == -1);
   CHECK(ref[0] == 2 && ref[1] == -1);
   /* N = 4, btw = 3: w = 6, mean = 0 + 8/4 = 2: p = (6 * 9 + 4 * 2) / 10. */
-  double q = 9, r = 0, s = 8;
-  dist__daso_merge(&q, &r, &s, 1, 4, 3, 0);
+  double q = 9, r = 0;
+  const float s = 8;
+  merge64(&q, &r, &s, 1, 4, 3, 0);
   CHECK(q == 6.2 && r == 2);
+  /* The same in f32 parameters with a bf16 wire (8 is a bf16 number). */
+  float qf = 9, rf = 0;
+  uint16_t sb = dist_f32_to_bf16(8);
+  dist__daso_merge(DIST_F32, &qf, &rf, DIST_BF16, &sb, 1, 4, 3, 0);
+  CHECK(qf == 6.2f && rf == 2);
   /* Delta merge: mean = ref + sum/N = {2, -1}; p += mean - own_sent. */
   const double own[2] = {4, 1};
   p[0] = 5, p[1] = 2, ref[0] = 1, ref[1] = 2;
-  dist__daso_merge_delta(p, ref, sum, own, 2, 2);
+  dist__daso_merge_delta(DIST_F64, p, ref, DIST_F32, sum, own, 2, 2);
   CHECK(p[0] == 3 && p[1] == 0);
   CHECK(ref[0] == 2 && ref[1] == -1);
+}
+
+/* dist__daso_pack against element-by-element conversions, and its flag. */
+static void test_pack(void) {
+  enum { N = 37 }; /* not a multiple of any vector width */
+  float p[N], ref[N], sent[N];
+  uint16_t wire[N];
+  for (int k = 0; k < N; k++) p[k] = 1.0f + 0.37f * k, ref[k] = 0.5f * k - 3.0f;
+  CHECK(dist__daso_pack(DIST_F32, p, ref, sent, DIST_BF16, wire, N) == 0);
+  int same = 1;
+  for (int k = 0; k < N; k++) {
+    uint16_t want = dist_f32_to_bf16(p[k] - ref[k]);
+    same &= wire[k] == want && sent[k] == ref[k] + dist_bf16_to_f32(want);
+  }
+  CHECK(same);
+  /* f16 wire: a change beyond 65504 is flagged, and so are NaN and inf. */
+  p[3] = 1e6f;
+  CHECK(dist__daso_pack(DIST_F32, p, ref, NULL, DIST_F16, wire, N) == 1);
+  CHECK(dist__daso_pack(DIST_F32, p, ref, NULL, DIST_BF16, wire, N) == 0);
+  p[N - 1] = NAN;
+  CHECK(dist__daso_pack(DIST_F32, p, ref, NULL, DIST_BF16, wire, N) == 1);
+  p[N - 1] = 0, p[0] = -INFINITY;
+  CHECK(dist__daso_pack(DIST_F32, p, ref, NULL, DIST_BF16, wire, N) == 1);
+  /* f64 parameters, f32 wire: the change is rounded once, to f32. */
+  double pd[2] = {1.0 + 1e-12, 3.0}, rd[2] = {1.0, -1.0}, sd[2];
+  float wf[2];
+  CHECK(dist__daso_pack(DIST_F64, pd, rd, sd, DIST_F32, wf, 2) == 0);
+  CHECK(wf[0] == (float)(pd[0] - rd[0]) && wf[0] != 0 && wf[1] == 4.0f && sd[1] == 3.0);
+  pd[1] = 1e300; /* finite in f64, not in f32 */
+  CHECK(dist__daso_pack(DIST_F64, pd, rd, NULL, DIST_F32, wf, 2) == 1);
 }
 
 /* ---- layout and creation ------------------------------------------------------------ */
@@ -848,7 +889,8 @@ static void test_schedule(void) {
 
 /* ---- suites and rounds --------------------------------------------------------------------- */
 
-static CU_TestInfo merge_tests[] = {{"merge formula by hand", test_merge_formula}, CU_TEST_INFO_NULL};
+static CU_TestInfo merge_tests[] = {
+    {"merge formula by hand", test_merge_formula}, {"pack against per-element conversions", test_pack}, CU_TEST_INFO_NULL};
 static CU_TestInfo setup_tests[] = {
     {"node layout (uneven nodes refused)", test_layout},
     {"option errors, NULLs, set_last_batch", test_option_errors},
