@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "fault.h"
 #include "daso_internal.h"
 #include "half_ops.h"
 #include "memops.h"
@@ -110,7 +111,7 @@ static int pack_all(dist_daso *d) {
   for (int i = 0; i < d->p->n && !d->send_error; i++) {
     const dist__param *q = &d->p->p[i];
     void *v;
-    d->send_error = host_view(d, q, &v);
+    d->send_error = dist__fault("daso_pack") ? dist__error(DIST_ERR_INTERNAL, "injected fault (daso_pack)") : host_view(d, q, &v);
     if (!d->send_error)
       bad |= dist__daso_pack(q->dtype, v, (char *)d->ref + off, d->sent ? (char *)d->sent + off : NULL, d->o.downcast,
                              (char *)d->wire + (size_t)k0 * wsize(d), q->numel);

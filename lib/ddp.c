@@ -167,13 +167,22 @@ dist_status dist_ddp_create(dist_params *p, const dist_ddp_options *o, dist_ddp 
     if (!d->be || !d->orig_grad) s = dist__error(DIST_ERR_NO_MEMORY, "%s", what);
   }
   if (!s) s = alloc_buffers(d);
+  if (!s && opt.progress == DIST_DDP_PROGRESS_THREAD) s = dist__ddp_progress_check();
   dist_status agreed = dist__agree_status_hash(g->comm, s, options_hash(&opt, d->has_hook), what);
   if (agreed == DIST_ERR_MISMATCH)
     agreed = dist__error(DIST_ERR_MISMATCH, "%s: ranks passed different options (bucket caps, view, unused, compress, "
                          "hook or progress)", what);
-  if (!agreed && opt.progress == DIST_DDP_PROGRESS_THREAD) agreed = dist__ddp_progress_start(d);
-  if (!agreed && opt.grad_as_bucket_view) agreed = move_grads(d, 1);
+  /* Steps that can still fail locally (the options are agreed, so every
+   * rank takes the same ones): agreed once more, so that no rank keeps a
+   * reducer the others dropped. */
+  int moved = 0;
+  if (!agreed && (opt.progress == DIST_DDP_PROGRESS_THREAD || opt.grad_as_bucket_view)) {
+    dist_status t = opt.progress == DIST_DDP_PROGRESS_THREAD ? dist__ddp_progress_start(d) : DIST_SUCCESS;
+    if (!t && opt.grad_as_bucket_view) moved = !(t = move_grads(d, 1));
+    agreed = dist__agree(g->comm, t, what);
+  }
   if (agreed) {
+    if (moved) move_grads(d, 0);
     dist__ddp_progress_stop(d);
     free_ddp(d);
     return agreed;

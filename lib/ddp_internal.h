@@ -52,6 +52,8 @@ struct dist_ddp {
   int next_launch;          /* buckets launch strictly in order */
   int sync;
   uint64_t bytes_sent;
+  dist_status sticky;       /* a mark_ready failure, reported by the next finalize */
+  char sticky_why[256];
   void *scratch;            /* f32 scratch for averaging 16-bit buckets (host) */
   dist__progress prog;
 };
@@ -60,7 +62,8 @@ struct dist_ddp {
 dist_status dist__ddp_launch_ready(dist_ddp *d);
 dist_status dist__ddp_wait_all(dist_ddp *d);
 /* ddp_progress.c */
-dist_status dist__ddp_progress_start(dist_ddp *d);
+dist_status dist__ddp_progress_check(void); /* local: the MPI thread level allows it */
+dist_status dist__ddp_progress_start(dist_ddp *d); /* collective (duplicates the group's communicator) */
 void dist__ddp_progress_stop(dist_ddp *d);
 void dist__ddp_progress_add(dist_ddp *d, int n); /* launched (+1) / completed (-n) */
 

@@ -26,13 +26,17 @@ static void *run(void *arg) {
   return NULL;
 }
 
-dist_status dist__ddp_progress_start(dist_ddp *d) {
-  dist__progress *p = &d->prog;
+dist_status dist__ddp_progress_check(void) {
   int level = MPI_THREAD_SINGLE;
   MPI_Query_thread(&level);
   if (level < MPI_THREAD_MULTIPLE)
     return dist__error(DIST_ERR_UNSUPPORTED, "dist_ddp_create: progress = DIST_DDP_PROGRESS_THREAD needs MPI_THREAD_MULTIPLE "
                        "(initialize with thread_level = DIST_THREAD_MULTIPLE)");
+  return DIST_SUCCESS;
+}
+
+dist_status dist__ddp_progress_start(dist_ddp *d) {
+  dist__progress *p = &d->prog;
   int rc = MPI_Comm_dup(d->g->comm, &p->comm);
   if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Comm_dup (progress thread)");
   pthread_mutex_init(&p->lock, NULL);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "ddp_internal.h"
+#include "fault.h"
 #include "half.h"
 #include "half_ops.h"
 #include "memops.h"
@@ -124,19 +125,28 @@ dist_status dist_ddp_mark_ready(dist_ddp *d, int i) {
   d->nmarked++;
   if (!d->sync) return DIST_SUCCESS;
   const dist__param *q = &d->p->p[i];
+  dist_status copied = DIST_SUCCESS;
   if (!d->o.grad_as_bucket_view) {
     const dist__bucket *b = &d->b[d->bucket_of[i]];
     if (host_compressed(d, b)) { /* narrow straight from the gradient: one pass */
       dist__host_narrow(q->grad, b->wire, (char *)b->wirebuf + (size_t)b->offset[d->slot_of[i]] * 2, (size_t)q->numel);
     } else {
       size_t bytes = dist__param_bytes(q);
-      DIST_CHECK(dist__mem_copy2d(q->memory, slot(d, i), bytes, q->grad, bytes, bytes, 1));
+      copied = dist__fault("ddp_copy") ? dist__error(DIST_ERR_INTERNAL, "injected fault (ddp_copy)")
+                                       : dist__mem_copy2d(q->memory, slot(d, i), bytes, q->grad, bytes, bytes, 1);
     }
+  }
+  /* A failed copy still counts: the bucket launches, as the other ranks
+   * expect, and the failure is returned now and by finalize. */
+  if (copied && !d->sticky) {
+    d->sticky = copied;
+    snprintf(d->sticky_why, sizeof d->sticky_why, "dist_ddp_mark_ready: copying parameter %d '%s' into its bucket: %s", i,
+             q->name, dist_last_error());
   }
   d->b[d->bucket_of[i]].ready++;
   DIST_CHECK(dist__ddp_launch_ready(d));
   if (d->o.progress == DIST_DDP_PROGRESS_TEST) DIST_CHECK(poke(d));
-  return DIST_SUCCESS;
+  return copied ? dist__error(copied, "%s", d->sticky_why) : DIST_SUCCESS;
 }
 
 dist_status dist__ddp_wait_all(dist_ddp *d) {
@@ -214,6 +224,7 @@ static void reset_marks(dist_ddp *d) {
   d->nmarked = 0;
   d->next_launch = 0;
   for (int k = 0; k < d->nb; k++) d->b[k].ready = 0, d->b[k].state = DIST__BUCKET_IDLE;
+  d->sticky = DIST_SUCCESS;
 }
 
 /* Parameters not marked: zero local gradient so every rank still launches
@@ -272,6 +283,7 @@ dist_status dist_ddp_finalize(dist_ddp *d) {
   }
   int first_missing = -1;
   dist_status local = fill_unmarked(d, &first_missing);
+  if (d->sticky) local = dist__error(d->sticky, "%s", d->sticky_why);
   dist_status s = dist__ddp_launch_ready(d);
   dist_status w = dist__ddp_wait_all(d);
   if (!local) local = s ? s : w;

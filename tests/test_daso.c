@@ -22,6 +22,7 @@
 
 #include "cunit_main.h"
 #include "daso_internal.h" /* dist__daso_merge, dist__daso_pack: the arithmetic alone */
+#include "fault.h"         /* dist__fault_site: fail one pack on purpose */
 
 static int W, R;        /* world size and rank */
 static int L, N;        /* ranks per node, nodes (this round) */
@@ -641,6 +642,43 @@ static void nan_run(int warmup) {
 static void test_nan_blocking(void) { nan_run(1); }
 static void test_nan_nonblocking(void) { nan_run(0); }
 
+/* The same sender fails to pack (an injected fault, as a failed device copy
+ * would): it still joins the all-reduce with the error flag set, so every
+ * rank fails at the receive instead of waiting for it, and the victim names
+ * its own reason. */
+static void fault_run(int warmup) {
+  if (UNEVEN) return;
+  dist_daso_options o = DIST_DASO_OPTIONS_INIT;
+  o.total_epochs = 3;
+  o.warmup_epochs = warmup;
+  o.cooldown_epochs = 0;
+  model m;
+  if (!model_daso(&m, 0.05, 0, NAN, &o, 6)) {
+    model_free(&m);
+    return;
+  }
+  int victim = NODE == N - 1 && LRANK == (warmup ? 1 % L : 0);
+  dist_status s = DIST_SUCCESS;
+  for (int b = 0; b < 2; b++) {
+    CALL_OK(dist_daso_zero_grad(m.d));
+    batch_loss(m.w, m.g, R, b, 1);
+    CALL_OK(dist_daso_mark_ready(m.d, 1));
+    CALL_OK(dist_daso_mark_ready(m.d, 0));
+    if (victim && b == (warmup ? 1 : 0)) dist__fault_site = "daso_pack";
+    s = dist_daso_step(m.d);
+    if (b == 0) CALL_OK(s);
+  }
+  CHECK(s != DIST_SUCCESS);
+  if (victim) CALL_FAILS(s, DIST_ERR_INTERNAL, "could not send its parameters: injected fault");
+  else CHECK(strstr(dist_last_error(), "send") != NULL);
+  CHECK(dist__fault_site == NULL); /* the fault was hit */
+  CHECK(state_of(&m).sends_pending == 0);
+  model_free(&m);
+}
+
+static void test_fault_blocking(void) { fault_run(1); }
+static void test_fault_nonblocking(void) { fault_run(0); }
+
 /* ---- gradient scaler --------------------------------------------------------------------- */
 
 typedef struct scaler_ctx {
@@ -903,6 +941,8 @@ static CU_TestInfo sync_tests[] = {
     {"merge by hand, f32", test_merge_f32},
     {"NaN sent in a blocking sync", test_nan_blocking},
     {"NaN sent in a non-blocking sync", test_nan_nonblocking},
+    {"failed pack in a blocking sync", test_fault_blocking},
+    {"failed pack in a non-blocking sync", test_fault_nonblocking},
     {"use_mpi_groups 0 == 1", test_mpi_groups},
     CU_TEST_INFO_NULL};
 static CU_TestInfo train_tests[] = {

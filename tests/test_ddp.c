@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "cunit_mpi.h"
+#include "fault.h" /* dist__fault_site: fail one copy on purpose */
 
 static int W, R; /* world size and rank */
 
@@ -641,6 +642,27 @@ static void test_mark_errors(void) {
     iterate(&r, 801, &again);
     ref = reference(801);
     EXPECT_GRADS(g, ref.g, "the iteration after a finalize without marks");
+    mlp_free(&ref);
+    /* A copy into a bucket fails on the last rank (injected): its bucket
+     * still launches, so no rank hangs; the mark and finalize report it
+     * there, and with DIST_VERIFY=1 (the default) finalize fails everywhere. */
+    const char *v = getenv("DIST_VERIFY");
+    int verify = !(v && !strcmp(v, "0"));
+    CALL_OK(dist_params_zero_grad(r.p), "zero_grad");
+    mlp_backward(r.m.w, g, 802, (int64_t)R * ROWS, ROWS, 1.0, NULL);
+    if (R == W - 1) dist__fault_site = "ddp_copy";
+    for (int i = NP - 1; i >= 0; i--) {
+      dist_status s = dist_ddp_mark_ready(r.d, i);
+      if (R == W - 1 && i == NP - 1) CALL_FAILS(s, DIST_ERR_INTERNAL, "injected", "mark with a failing copy");
+      else CALL_OK(s, NAME[i]);
+    }
+    if (R == W - 1) CALL_FAILS(dist_ddp_finalize(r.d), DIST_ERR_INTERNAL, NAME[NP - 1], "finalize after a failed copy");
+    else if (verify) CALL_FAILS(dist_ddp_finalize(r.d), DIST_ERR_INTERNAL, "failed on rank", "finalize, another rank's copy failed");
+    else CALL_OK(dist_ddp_finalize(r.d), "finalize, another rank's copy failed, no verification");
+    marker next = MARK(r.d);
+    iterate(&r, 803, &next);
+    ref = reference(803);
+    EXPECT_GRADS(g, ref.g, "the iteration after a failed copy");
     mlp_free(&ref);
   }
   rig_close(&r);

@@ -40,8 +40,10 @@
  *   keeps that relative error on the change only, halves the bytes, and
  *   blocking results still agree bit for bit across ranks.
  * - A NaN or inf in a sent buffer is an error on every rank of the group
- *   (counted in an extra element of the same all-reduce: no extra round
- *   trip, no hang), and those parameters are not merged.
+ *   (flagged in an extra element of the same all-reduce: no extra round
+ *   trip, no hang), and those parameters are not merged. A sender that
+ *   cannot pack (e.g. a failed device copy) sends the same flag, so its
+ *   group fails at the receive instead of waiting for it.
  * - The previous send still in flight is received before a new one starts.
  *
  * Merge option. Heat's formula (the default) keeps only 2*btw/(N + 2*btw)

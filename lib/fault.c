@@ -1,0 +1,4 @@
+/* See fault.h. */
+#include "fault.h"
+
+const char *dist__fault_site = NULL;
