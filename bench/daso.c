@@ -8,9 +8,11 @@
  * both modes see the same data). Forward and backward are plain loops; the
  * backward marks each layer's gradients ready before computing the layer's
  * input gradient, so communication can overlap it. The batch size sets the
- * compute per batch; the default gives the same order as DDP's 16 MB
- * all-reduce over the 1 Gbit/s link (both some tenths of a second on two
- * cores), as in a model whose gradient sync costs a good share of a step.
+ * compute per batch; the default (128) makes it about what DDP's gradient
+ * all-reduce needs on the link (16 MB each way at 1 Gbit/s: 128 ms; compute
+ * about 120 ms on two cores), the regime DASO is for: a sync that costs as
+ * much as a step. --batch-size 256 doubles the compute (bench/RESULTS.md
+ * has both).
  * "fwd+bwd" below is the forward and backward time, mark_ready calls included,
  * averaged over ranks; the rest of an epoch is synchronisation.
  *
@@ -30,7 +32,7 @@
  * the time ratio is printed as information only, since no link is shaped.
  *
  * Usage: bench/daso [--epochs 12] [--batches 16] [--params 4000000]
- *                   [--batch-size 256] [--lr 0.02] [--no-netns] [--quick]
+ *                   [--batch-size 128] [--lr 0.02] [--no-netns] [--quick]
  * --quick (CI smoke run): a tiny model, 3 epochs of 4 batches, no namespaces.
  * Environment: LAUNCHER (fallback; as for make check), TWO_NODES (path of
  * two-nodes.sh; default: found next to the program or in ./tests),
@@ -616,7 +618,7 @@ static int launch(const char *cmd, result res[NMODES], reach *rch) {
 
 static void usage(const char *argv0) {
   fprintf(stderr,
-          "usage: %s [--epochs 12] [--batches 16] [--params 4000000] [--batch-size 256] [--lr 0.02]\n"
+          "usage: %s [--epochs 12] [--batches 16] [--params 4000000] [--batch-size 128] [--lr 0.02]\n"
           "       [--no-netns] [--quick]\n"
           "  --quick: tiny model, 3 epochs of 4 batches, one machine (CI smoke run)\n"
           "  --no-netns: one machine with DIST_RANKS_PER_NODE=2 even where namespaces work\n",
@@ -673,7 +675,7 @@ static void summary(const result res[NMODES], const reach *rch, int netns) {
 }
 
 int main(int argc, char **argv) {
-  options o = {12, 16, 256, 0, 0, 0, 4000000, 0.02, NULL};
+  options o = {12, 16, 128, 0, 0, 0, 4000000, 0.02, NULL};
   int mode = parse(argc, argv, &o);
   if (mode < 0) return usage(argv[0]), 2;
   if (mode == 1) return worker(&o);
