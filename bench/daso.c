@@ -31,7 +31,7 @@
  * counters (bytes handed to the inter-node all-reduces, summed over ranks) and
  * the time ratio is printed as information only, since no link is shaped.
  *
- * Usage: bench/daso [--epochs 12] [--batches 16] [--params 4000000]
+ * Usage: bench/daso [--epochs 20] [--batches 16] [--params 4000000]
  *                   [--batch-size 128] [--lr 0.02] [--no-netns] [--quick]
  * --quick (CI smoke run): a tiny model, 3 epochs of 4 batches, no namespaces.
  * Environment: LAUNCHER (fallback; as for make check), TWO_NODES (path of
@@ -618,7 +618,7 @@ static int launch(const char *cmd, result res[NMODES], reach *rch) {
 
 static void usage(const char *argv0) {
   fprintf(stderr,
-          "usage: %s [--epochs 12] [--batches 16] [--params 4000000] [--batch-size 128] [--lr 0.02]\n"
+          "usage: %s [--epochs 20] [--batches 16] [--params 4000000] [--batch-size 128] [--lr 0.02]\n"
           "       [--no-netns] [--quick]\n"
           "  --quick: tiny model, 3 epochs of 4 batches, one machine (CI smoke run)\n"
           "  --no-netns: one machine with DIST_RANKS_PER_NODE=2 even where namespaces work\n",
@@ -675,7 +675,7 @@ static void summary(const result res[NMODES], const reach *rch, int netns) {
 }
 
 int main(int argc, char **argv) {
-  options o = {12, 16, 128, 0, 0, 0, 4000000, 0.02, NULL};
+  options o = {20, 16, 128, 0, 0, 0, 4000000, 0.02, NULL};
   int mode = parse(argc, argv, &o);
   if (mode < 0) return usage(argv[0]), 2;
   if (mode == 1) return worker(&o);

@@ -86,7 +86,9 @@ typedef struct dist_ddp_options {
 
 /* Build the buckets of a committed set (o NULL = defaults). Collective. */
 dist_status dist_ddp_create(dist_params *p, const dist_ddp_options *o, dist_ddp **out);
-/* The gradient of parameter `index` is final for this iteration. Local. */
+/* The gradient of parameter `index` is final for this iteration. Local. If
+ * the copy into the bucket fails, the bucket is still sent (the other ranks
+ * expect it) and the error is returned here and by the next finalize. */
 dist_status dist_ddp_mark_ready(dist_ddp *d, int index);
 /* Wait, average, write back; resets the marks for the next iteration.
  * Collective. Marks made with sync off are only reset. */
