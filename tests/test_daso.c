@@ -604,12 +604,17 @@ static void test_one_node_is_ddp(void) {
 
 /* ---- NaN in a sent buffer --------------------------------------------------------------- */
 
-/* The NaN sits on one rank only: a sender of the sync that finds it, on the
+/* One rank poisons the sync that finds it: a sender of that sync, on the
  * last node (local rank 1 % L at warmup's batch 1, which is blocking; local
- * rank 0 when cycling: batch 0 sends, batch 1 receives). It is written after
- * the backward, so no gradient spreads it. Every rank must fail, naming NaN,
- * and nothing may hang. */
-static void nan_run(int warmup) {
+ * rank 0 when cycling: batch 0 sends, batch 1 receives). NaN: a parameter
+ * written after the backward, so no gradient spreads it; every rank must
+ * fail, naming NaN. FAULT: its pack fails (injected, as a failed device copy
+ * would); it still joins the all-reduce with the error flag set, so every
+ * rank fails at the receive instead of waiting for it, and the victim names
+ * its own reason. Nothing may hang either way. */
+enum { POISON_NAN, POISON_FAULT };
+
+static void poison_run(int warmup, int how) {
   if (UNEVEN) return;
   dist_daso_options o = DIST_DASO_OPTIONS_INIT;
   o.total_epochs = 3;
@@ -627,57 +632,31 @@ static void nan_run(int warmup) {
     batch_loss(m.w, m.g, R, b, 1);
     CALL_OK(dist_daso_mark_ready(m.d, 1));
     CALL_OK(dist_daso_mark_ready(m.d, 0));
-    if (victim && b == (warmup ? 1 : 0)) m.w[3] = NAN;
+    if (victim && b == (warmup ? 1 : 0)) {
+      if (how == POISON_NAN) m.w[3] = NAN;
+      else dist__fault_site = "daso_pack";
+    }
     s = dist_daso_step(m.d);
     if (b == 0) {
       CALL_OK(s);
-      CHECK(state_of(&m).sends_pending == !warmup); /* cycling: the poisoned send is in flight */
+      if (how == POISON_NAN) CHECK(state_of(&m).sends_pending == !warmup); /* cycling: the poisoned send is in flight */
     }
   }
-  CALL_FAILS(s, DIST_ERR_INVALID_ARGUMENT, "NaN");
+  if (how == POISON_NAN) CALL_FAILS(s, DIST_ERR_INVALID_ARGUMENT, "NaN");
+  else {
+    CHECK(s != DIST_SUCCESS);
+    if (victim) CALL_FAILS(s, DIST_ERR_INTERNAL, "could not send its parameters: injected fault");
+    else CHECK(strstr(dist_last_error(), "send") != NULL);
+    CHECK(dist__fault_site == NULL); /* the fault was hit */
+  }
   CHECK(state_of(&m).sends_pending == 0);
   model_free(&m); /* nothing in flight: destroy completes */
 }
 
-static void test_nan_blocking(void) { nan_run(1); }
-static void test_nan_nonblocking(void) { nan_run(0); }
-
-/* The same sender fails to pack (an injected fault, as a failed device copy
- * would): it still joins the all-reduce with the error flag set, so every
- * rank fails at the receive instead of waiting for it, and the victim names
- * its own reason. */
-static void fault_run(int warmup) {
-  if (UNEVEN) return;
-  dist_daso_options o = DIST_DASO_OPTIONS_INIT;
-  o.total_epochs = 3;
-  o.warmup_epochs = warmup;
-  o.cooldown_epochs = 0;
-  model m;
-  if (!model_daso(&m, 0.05, 0, NAN, &o, 6)) {
-    model_free(&m);
-    return;
-  }
-  int victim = NODE == N - 1 && LRANK == (warmup ? 1 % L : 0);
-  dist_status s = DIST_SUCCESS;
-  for (int b = 0; b < 2; b++) {
-    CALL_OK(dist_daso_zero_grad(m.d));
-    batch_loss(m.w, m.g, R, b, 1);
-    CALL_OK(dist_daso_mark_ready(m.d, 1));
-    CALL_OK(dist_daso_mark_ready(m.d, 0));
-    if (victim && b == (warmup ? 1 : 0)) dist__fault_site = "daso_pack";
-    s = dist_daso_step(m.d);
-    if (b == 0) CALL_OK(s);
-  }
-  CHECK(s != DIST_SUCCESS);
-  if (victim) CALL_FAILS(s, DIST_ERR_INTERNAL, "could not send its parameters: injected fault");
-  else CHECK(strstr(dist_last_error(), "send") != NULL);
-  CHECK(dist__fault_site == NULL); /* the fault was hit */
-  CHECK(state_of(&m).sends_pending == 0);
-  model_free(&m);
-}
-
-static void test_fault_blocking(void) { fault_run(1); }
-static void test_fault_nonblocking(void) { fault_run(0); }
+static void test_nan_blocking(void) { poison_run(1, POISON_NAN); }
+static void test_nan_nonblocking(void) { poison_run(0, POISON_NAN); }
+static void test_fault_blocking(void) { poison_run(1, POISON_FAULT); }
+static void test_fault_nonblocking(void) { poison_run(0, POISON_FAULT); }
 
 /* ---- gradient scaler --------------------------------------------------------------------- */
 
