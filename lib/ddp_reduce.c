@@ -138,15 +138,16 @@ dist_status dist_ddp_mark_ready(dist_ddp *d, int i) {
   }
   /* A failed copy still counts: the bucket launches, as the other ranks
    * expect, and the failure is returned now and by finalize. */
-  if (copied && !d->sticky) {
-    d->sticky = copied;
-    snprintf(d->sticky_why, sizeof d->sticky_why, "dist_ddp_mark_ready: copying parameter %d '%s' into its bucket: %s", i,
-             q->name, dist_last_error());
+  char why[sizeof d->sticky_why] = "";
+  if (copied) {
+    snprintf(why, sizeof why, "dist_ddp_mark_ready: copying parameter %d '%s' into its bucket: %s", i, q->name,
+             dist_last_error());
+    if (!d->sticky) d->sticky = copied, memcpy(d->sticky_why, why, sizeof why); /* finalize reports the first */
   }
   d->b[d->bucket_of[i]].ready++;
   DIST_CHECK(dist__ddp_launch_ready(d));
   if (d->o.progress == DIST_DDP_PROGRESS_TEST) DIST_CHECK(poke(d));
-  return copied ? dist__error(copied, "%s", d->sticky_why) : DIST_SUCCESS;
+  return copied ? dist__error(copied, "%s", why) : DIST_SUCCESS;
 }
 
 dist_status dist__ddp_wait_all(dist_ddp *d) {
