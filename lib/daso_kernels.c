@@ -6,6 +6,7 @@
  * Instantiated for every (parameter type, wire type) pair by one macro. */
 #include "daso_internal.h"
 #include "half.h"
+#include "simd.h"
 
 #define WIRE_BF16(x) dist__f32_bf16((float)(x))
 #define UNWIRE_BF16(w) dist__bf16_f32(w)
@@ -17,7 +18,7 @@
 /* bad |= (x not finite): x - x is 0 for finite x and NaN otherwise; a
  * comparison rather than isfinite() keeps the loop vectorisable. */
 #define KERNELS(T, TN, W, WN)                                                                                        \
-  static int pack_##TN##_##WN(const T *restrict p, const T *restrict ref, T *restrict sent, W *restrict wire,         \
+  DIST__CLONES static int pack_##TN##_##WN(const T *restrict p, const T *restrict ref, T *restrict sent, W *restrict wire,         \
                               int64_t n) {                                                                         \
     int bad = 0;                                                                                                   \
     for (int64_t k = 0; k < n; k++) {                                                                              \
@@ -29,7 +30,7 @@
       for (int64_t k = 0; k < n; k++) sent[k] = ref[k] + (T)UNWIRE_##WN(wire[k]);                                  \
     return bad;                                                                                                    \
   }                                                                                                                \
-  static void merge_##TN##_##WN(T *restrict p, T *restrict ref, const W *restrict sum, int64_t n, T nodes, T w,    \
+  DIST__CLONES static void merge_##TN##_##WN(T *restrict p, T *restrict ref, const W *restrict sum, int64_t n, T nodes, T w,    \
                                 int blocking) {                                                                    \
     if (blocking) /* two loops: a branch inside would stop vectorisation */                                     \
       for (int64_t k = 0; k < n; k++) p[k] = ref[k] = ref[k] + (T)UNWIRE_##WN(sum[k]) / nodes;                     \
@@ -40,7 +41,7 @@
         ref[k] = avg;                                                                                              \
       }                                                                                                            \
   }                                                                                                                \
-  static void delta_##TN##_##WN(T *restrict p, T *restrict ref, const W *restrict sum, const T *restrict own,     \
+  DIST__CLONES static void delta_##TN##_##WN(T *restrict p, T *restrict ref, const W *restrict sum, const T *restrict own,     \
                                 int64_t n, T nodes) {                                                              \
     for (int64_t k = 0; k < n; k++) {                                                                              \
       T avg = ref[k] + (T)UNWIRE_##WN(sum[k]) / nodes;                                                             \

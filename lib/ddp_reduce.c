@@ -162,29 +162,13 @@ dist_status dist__ddp_wait_all(dist_ddp *d) {
 /* Host f32/f64 buckets: scale by 1/P while writing each gradient (one pass;
  * a compressed bucket is widened in the same pass). */
 static void average_host(dist_ddp *d, const dist__bucket *b) {
-  double inv = 1.0 / d->g->size;
   int wide = b->wire != b->dtype && !b->in_buf;
   for (int j = 0; j < b->nparams; j++) {
     const dist__param *q = &d->p->p[b->params[j]];
-    size_t off = (size_t)b->offset[j], n = (size_t)q->numel;
+    size_t off = (size_t)b->offset[j];
     void *dst = d->o.grad_as_bucket_view ? slot(d, b->params[j]) : q->grad;
-    if (b->dtype == DIST_F64) {
-      const double *src = (const double *)b->buf + off;
-      double *g = dst;
-      for (size_t k = 0; k < n; k++) g[k] = src[k] * inv;
-    } else if (wide && b->wire == DIST_BF16) {
-      const uint16_t *src = (const uint16_t *)b->wirebuf + off;
-      float *g = dst, f = (float)inv;
-      for (size_t k = 0; k < n; k++) g[k] = dist__bf16_f32(src[k]) * f;
-    } else if (wide) {
-      const uint16_t *src = (const uint16_t *)b->wirebuf + off;
-      float *g = dst, f = (float)inv;
-      for (size_t k = 0; k < n; k++) g[k] = dist_f16_to_f32(src[k]) * f;
-    } else {
-      const float *src = (const float *)b->buf + off;
-      float *g = dst, f = (float)inv;
-      for (size_t k = 0; k < n; k++) g[k] = src[k] * f;
-    }
+    const void *src = wide ? (const char *)b->wirebuf + off * 2 : (const char *)b->buf + off * dist_dtype_size(b->dtype);
+    dist__host_widen_scale(src, wide ? b->wire : b->dtype, dst, (size_t)q->numel, 1.0 / d->g->size);
   }
 }
 

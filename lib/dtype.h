@@ -16,5 +16,8 @@ dist_dtype dist__wire_type(dist_dtype t, int op);
 /* Host conversions between t and its wider type (bf16/f16 <-> f32, u8 <-> i64). */
 void dist__host_widen(const void *src, dist_dtype t, void *dst, size_t n);
 void dist__host_narrow(const void *src, dist_dtype t, void *dst, size_t n);
+/* dst = f * src as f32 (src bf16, f16 or f32) or f64 (src f64): the widening
+ * write-back of a compressed bucket, or a plain scaled copy. */
+void dist__host_widen_scale(const void *src, dist_dtype t, void *dst, size_t n, double f);
 
 #endif

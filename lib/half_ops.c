@@ -4,12 +4,13 @@
  * operation on MPI_UINT16_T (commutative, so every algorithm may use it). */
 #include "half.h"
 #include "half_ops.h"
+#include "simd.h"
 
 static MPI_Op ops[2] = {MPI_OP_NULL, MPI_OP_NULL};
 
 /* MPI passes distinct in and inout buffers: restrict lets GCC vectorise
  * without a runtime overlap check (about 15 % faster). */
-static void sum_bf16(void *in, void *inout, int *len, MPI_Datatype *dt) {
+DIST__CLONES static void sum_bf16(void *in, void *inout, int *len, MPI_Datatype *dt) {
   const uint16_t *restrict a = in;
   uint16_t *restrict b = inout;
   int n = *len;

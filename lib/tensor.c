@@ -103,25 +103,3 @@ uint16_t dist_f32_to_f16(float f) {
   if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) h++; /* may carry into the exponent: correct */
   return (uint16_t)(sign | h);
 }
-
-void dist__host_widen(const void *src, dist_dtype t, void *out, size_t n) {
-  const uint16_t *s = src;
-  float *dst = out;
-  if (t == DIST_U8)
-    for (size_t i = 0; i < n; i++) ((int64_t *)out)[i] = ((const uint8_t *)src)[i];
-  else if (t == DIST_BF16)
-    for (size_t i = 0; i < n; i++) dst[i] = dist__bf16_f32(s[i]);
-  else
-    for (size_t i = 0; i < n; i++) dst[i] = dist_f16_to_f32(s[i]);
-}
-
-void dist__host_narrow(const void *in, dist_dtype t, void *dst, size_t n) {
-  uint16_t *d = dst;
-  const float *src = in;
-  if (t == DIST_U8) /* an average of u8 values fits */
-    for (size_t i = 0; i < n; i++) ((uint8_t *)dst)[i] = (uint8_t)((const int64_t *)in)[i];
-  else if (t == DIST_BF16)
-    for (size_t i = 0; i < n; i++) d[i] = dist__f32_bf16(src[i]);
-  else
-    for (size_t i = 0; i < n; i++) d[i] = dist_f32_to_f16(src[i]);
-}
