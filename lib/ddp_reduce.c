@@ -42,39 +42,64 @@ static dist_status reduce16(dist_ddp *d, dist__bucket *b, const dist__backend *b
   return be->all_reduce(d->g, b->buf, b->buf, n, DIST_F32, DIST_SUM, &b->pending);
 }
 
+/* The first failure of an iteration, returned again by finalize. */
+static void note_failure(dist_ddp *d, dist_status s, const char *why) {
+  if (d->sticky) return;
+  d->sticky = s;
+  snprintf(d->sticky_why, sizeof d->sticky_why, "%s", why);
+}
+
+/* Start bucket k's reduction. A failure before the collective (narrowing
+ * into the wire buffer) still posts it, so the other ranks' collectives stay
+ * matched and nobody hangs; the sum is then wrong and the error is returned
+ * here and by finalize (and agreed there when DIST_VERIFY=1). A user hook
+ * that fails is trusted to have posted its collective or to fail on every
+ * rank: distmgr cannot post one for it. */
 static dist_status launch(dist_ddp *d, int k) {
   dist__bucket *b = &d->b[k];
   const dist__backend *be = d->be[k];
   size_t n = (size_t)b->numel;
-  dist_status s;
+  dist_status post, prep = DIST_SUCCESS;
   b->in_buf = 0;
   if (d->has_hook) {
     dist_tensor t = b->memory == DIST_MEM_CUDA ? dist_tensor_cuda(b->buf, b->dtype, b->device, 1, &b->numel)
                                                : dist_tensor_host(b->buf, b->dtype, 1, &b->numel);
     b->hook_req = NULL;
-    s = d->hook.start(d->hook.ctx, d->g->name, k, &t, &b->hook_req);
-    if (s) s = dist__error_context(s, "DDP communication hook (bucket %d)", k);
-  } else if (b->wire != b->dtype) {
-    s = host_compressed(d, b) ? DIST_SUCCESS : dist__mem_narrow(b->memory, b->buf, b->wire, b->wirebuf, n);
-    if (!s) s = reduce16(d, b, be, b->wirebuf, b->wire);
-  } else if (dist__dtype_is16(b->dtype)) {
-    s = reduce16(d, b, be, b->buf, b->dtype);
+    post = d->hook.start(d->hook.ctx, d->g->name, k, &t, &b->hook_req);
+    if (post) post = dist__error_context(post, "DDP communication hook (bucket %d)", k);
   } else {
-    s = be->all_reduce(d->g, b->buf, b->buf, n, b->dtype, DIST_SUM, &b->pending);
+    if (dist__fault("ddp_launch")) prep = dist__error(DIST_ERR_INTERNAL, "injected fault (ddp_launch)");
+    else if (b->wire != b->dtype && !host_compressed(d, b)) prep = dist__mem_narrow(b->memory, b->buf, b->wire, b->wirebuf, n);
+    char why[256] = "";
+    if (prep) snprintf(why, sizeof why, "%s", dist_last_error());
+    if (b->wire != b->dtype) post = reduce16(d, b, be, b->wirebuf, b->wire);
+    else if (dist__dtype_is16(b->dtype)) post = reduce16(d, b, be, b->buf, b->dtype);
+    else post = be->all_reduce(d->g, b->buf, b->buf, n, b->dtype, DIST_SUM, &b->pending);
+    if (prep && !post) prep = dist__error(prep, "%s", why); /* its own message, not the post's */
   }
-  if (s) return dist__error_context(s, "DDP bucket %d", k);
-  d->bytes_sent += (uint64_t)n * dist_dtype_size(b->in_buf ? DIST_F32 : b->wire);
-  b->state = DIST__BUCKET_LAUNCHED;
-  dist__ddp_progress_add(d, 1);
-  return DIST_SUCCESS;
+  if (!post || (d->has_hook && b->hook_req)) { /* posted: wait for it even after an error */
+    d->bytes_sent += (uint64_t)n * dist_dtype_size(b->in_buf ? DIST_F32 : b->wire);
+    b->state = DIST__BUCKET_LAUNCHED;
+    dist__ddp_progress_add(d, 1);
+  }
+  dist_status s = post ? post : prep;
+  return s ? dist__error_context(s, "DDP bucket %d", k) : DIST_SUCCESS;
 }
 
+/* Launch every bucket that is complete, in order. A failed launch does not
+ * stop the later ones: the other ranks launch them too. */
 dist_status dist__ddp_launch_ready(dist_ddp *d) {
+  dist_status first = DIST_SUCCESS;
+  char why[sizeof d->sticky_why];
   while (d->next_launch < d->nb && d->b[d->next_launch].ready == d->b[d->next_launch].nparams) {
-    DIST_CHECK(launch(d, d->next_launch));
-    d->next_launch++;
+    dist_status s = launch(d, d->next_launch++);
+    if (s && !first) {
+      first = s;
+      snprintf(why, sizeof why, "%s", dist_last_error());
+      note_failure(d, s, why);
+    }
   }
-  return DIST_SUCCESS;
+  return first ? dist__error(first, "%s", why) : DIST_SUCCESS;
 }
 
 static dist_status complete(dist_ddp *d, int k, int wait) {
@@ -142,12 +167,13 @@ dist_status dist_ddp_mark_ready(dist_ddp *d, int i) {
   if (copied) {
     snprintf(why, sizeof why, "dist_ddp_mark_ready: copying parameter %d '%s' into its bucket: %s", i, q->name,
              dist_last_error());
-    if (!d->sticky) d->sticky = copied, memcpy(d->sticky_why, why, sizeof why); /* finalize reports the first */
+    note_failure(d, copied, why); /* finalize reports the first */
   }
   d->b[d->bucket_of[i]].ready++;
-  DIST_CHECK(dist__ddp_launch_ready(d));
-  if (d->o.progress == DIST_DDP_PROGRESS_TEST) DIST_CHECK(poke(d));
-  return copied ? dist__error(copied, "%s", why) : DIST_SUCCESS;
+  dist_status launched = dist__ddp_launch_ready(d);
+  if (d->o.progress == DIST_DDP_PROGRESS_TEST && !launched) DIST_CHECK(poke(d));
+  if (copied) return dist__error(copied, "%s", why);
+  return launched;
 }
 
 dist_status dist__ddp_wait_all(dist_ddp *d) {

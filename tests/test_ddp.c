@@ -664,6 +664,31 @@ static void test_mark_errors(void) {
     ref = reference(803);
     EXPECT_GRADS(g, ref.g, "the iteration after a failed copy");
     mlp_free(&ref);
+    /* The step before bucket 0's collective fails on the last rank
+     * (injected): the collective is posted anyway and the later buckets
+     * launch, so no rank hangs; exactly one mark reports it there. */
+    CALL_OK(dist_params_zero_grad(r.p), "zero_grad");
+    mlp_backward(r.m.w, g, 804, (int64_t)R * ROWS, ROWS, 1.0, NULL);
+    if (R == W - 1) dist__fault_site = "ddp_launch";
+    int failed = 0;
+    for (int i = NP - 1; i >= 0; i--) {
+      dist_status s = dist_ddp_mark_ready(r.d, i);
+      if (s) {
+        failed++;
+        CU_ASSERT_EQUAL(s, DIST_ERR_INTERNAL);
+        CU_ASSERT_PTR_NOT_NULL(strstr(dist_last_error(), "DDP bucket 0"));
+      }
+    }
+    CU_ASSERT_EQUAL(failed, R == W - 1);
+    if (R == W - 1) CALL_FAILS(dist_ddp_finalize(r.d), DIST_ERR_INTERNAL, "ddp_launch", "finalize after a failed launch");
+    else if (verify) CALL_FAILS(dist_ddp_finalize(r.d), DIST_ERR_INTERNAL, "failed on rank", "finalize, another rank's launch failed");
+    else CALL_OK(dist_ddp_finalize(r.d), "finalize, another rank's launch failed, no verification");
+    CU_ASSERT_PTR_NULL(dist__fault_site);
+    marker after = MARK(r.d);
+    iterate(&r, 805, &after);
+    ref = reference(805);
+    EXPECT_GRADS(g, ref.g, "the iteration after a failed launch");
+    mlp_free(&ref);
   }
   rig_close(&r);
 }

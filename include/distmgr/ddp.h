@@ -65,7 +65,9 @@ typedef enum dist_ddp_compress { DIST_DDP_COMPRESS_NONE = 0, DIST_DDP_COMPRESS_B
  * (flat, the bucket's dtype); launch a reduction that leaves their SUM over
  * `group` in the bucket and return its request in *req (or NULL when already
  * done). finish (may be NULL): called after the request completed, e.g. to
- * decompress. Both run on the calling thread. */
+ * decompress. Both run on the calling thread. A start that fails on some
+ * ranks only must still have posted its collective (returning its request):
+ * the other ranks wait for it, and distmgr cannot post one for the hook. */
 typedef struct dist_ddp_hook {
   dist_status (*start)(void *ctx, const char *group, int bucket, dist_tensor *grads, dist_request **req);
   dist_status (*finish)(void *ctx, int bucket, dist_tensor *grads);
@@ -87,8 +89,10 @@ typedef struct dist_ddp_options {
 /* Build the buckets of a committed set (o NULL = defaults). Collective. */
 dist_status dist_ddp_create(dist_params *p, const dist_ddp_options *o, dist_ddp **out);
 /* The gradient of parameter `index` is final for this iteration. Local. If
- * the copy into the bucket fails, the bucket is still sent (the other ranks
- * expect it) and the error is returned here and by the next finalize. */
+ * the copy into the bucket, or the narrowing before its all-reduce, fails,
+ * the bucket and the later ones are still sent (the other ranks expect them)
+ * and the error is returned here and by the next finalize; with
+ * DIST_VERIFY=1 every rank's finalize fails, with 0 only this rank's. */
 dist_status dist_ddp_mark_ready(dist_ddp *d, int index);
 /* Wait, average, write back; resets the marks for the next iteration.
  * Collective. Marks made with sync off are only reset. */
