@@ -28,25 +28,29 @@ static dist_status check_options(const dist_ddp_options *o, const dist_params *p
     return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: progress = %d is not TEST, THREAD or NONE", w, (int)o->progress);
   if (o->grad_as_bucket_view != 0 && o->grad_as_bucket_view != 1)
     return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: grad_as_bucket_view = %d must be 0 or 1", w, o->grad_as_bucket_view);
+  if (o->rebuild_buckets != 0 && o->rebuild_buckets != 1)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: rebuild_buckets = %d must be 0 or 1", w, o->rebuild_buckets);
   if (o->hook && !o->hook->start) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: hook->start is NULL", w);
   if (p->users > 0 && o->grad_as_bucket_view)
     return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: grad_as_bucket_view on a set another reducer already uses", w);
   return DIST_SUCCESS;
 }
 
-/* Reverse registration order; per (dtype, memory, device) key a bucket is
- * closed before a parameter that would overflow its cap, so only a single
- * parameter larger than the cap makes a bucket bigger than it. */
-static dist_status assign(dist_ddp *d) {
+/* Fill buckets with the parameters in `order` (the order their gradients are
+ * expected ready); per (dtype, memory, device) key a bucket is closed before
+ * a parameter that would overflow its cap, so only a single parameter larger
+ * than the cap makes a bucket bigger than it. */
+dist_status dist__ddp_assign(dist_ddp *d, const int *order) {
   const dist_params *p = d->p;
   bucket_key keys[16];
   int nkeys = 0;
+  d->nb = 0;
   d->b = calloc((size_t)p->n + 1, sizeof *d->b);
   d->bucket_of = malloc(sizeof(int) * ((size_t)p->n + 1));
   d->slot_of = malloc(sizeof(int) * ((size_t)p->n + 1));
-  d->marked = calloc((size_t)p->n + 1, 1);
-  if (!d->b || !d->bucket_of || !d->slot_of || !d->marked) return dist__error(DIST_ERR_NO_MEMORY, "dist_ddp_create");
-  for (int i = p->n - 1; i >= 0; i--) {
+  if (!d->b || !d->bucket_of || !d->slot_of) return dist__error(DIST_ERR_NO_MEMORY, "DDP bucket layout");
+  for (int o = 0; o < p->n; o++) {
+    int i = order[o];
     const dist__param *q = &p->p[i];
     int k = 0;
     while (k < nkeys && !(keys[k].dtype == q->dtype && keys[k].memory == q->memory && keys[k].device == q->device)) k++;
@@ -66,7 +70,7 @@ static dist_status assign(dist_ddp *d) {
       nb->device = q->device;
       nb->params = malloc(sizeof(int) * (size_t)p->n);
       nb->offset = malloc(sizeof(int64_t) * (size_t)p->n);
-      if (!nb->params || !nb->offset) return dist__error(DIST_ERR_NO_MEMORY, "dist_ddp_create: bucket %d", d->nb);
+      if (!nb->params || !nb->offset) return dist__error(DIST_ERR_NO_MEMORY, "DDP bucket %d", d->nb);
       keys[k].open = d->nb++;
       keys[k].cap = keys[k].opened++ == 0 ? d->o.first_bucket_bytes : d->o.bucket_bytes;
     }
@@ -80,7 +84,10 @@ static dist_status assign(dist_ddp *d) {
   return DIST_SUCCESS;
 }
 
-static dist_status alloc_buffers(dist_ddp *d) {
+dist_status dist__ddp_alloc_buffers(dist_ddp *d) {
+  free(d->be);
+  d->be = calloc((size_t)d->nb + 1, sizeof *d->be);
+  if (!d->be) return dist__error(DIST_ERR_NO_MEMORY, "DDP buckets");
   for (int k = 0; k < d->nb; k++) {
     dist__bucket *b = &d->b[k];
     size_t esize = dist_dtype_size(b->dtype);
@@ -116,24 +123,28 @@ static dist_status move_grads(dist_ddp *d, int into_bucket) {
 }
 
 static uint64_t options_hash(const dist_ddp_options *o, int has_hook) {
-  int64_t v[7] = {(int64_t)o->first_bucket_bytes, (int64_t)o->bucket_bytes, o->grad_as_bucket_view, o->unused,
-                  o->compress, has_hook, o->progress};
+  int64_t v[8] = {(int64_t)o->first_bucket_bytes, (int64_t)o->bucket_bytes, o->grad_as_bucket_view, o->unused,
+                  o->compress, has_hook, o->progress, o->rebuild_buckets};
   return dist__hash(DIST__HASH_SEED, v, sizeof v);
 }
 
-static void free_ddp(dist_ddp *d) {
-  for (int k = 0; d->b && k < d->nb; k++) {
-    dist__bucket *b = &d->b[k];
-    if (b->wirebuf && b->wirebuf != b->buf) dist__mem_free(b->memory, b->wirebuf);
-    if (b->buf) dist__mem_free(b->memory, b->buf);
-    free(b->params);
-    free(b->offset);
+void dist__ddp_free_buckets(dist__bucket *b, int nb) {
+  for (int k = 0; b && k < nb; k++) {
+    if (b[k].wirebuf && b[k].wirebuf != b[k].buf) dist__mem_free(b[k].memory, b[k].wirebuf);
+    if (b[k].buf) dist__mem_free(b[k].memory, b[k].buf);
+    free(b[k].params);
+    free(b[k].offset);
   }
-  free(d->b);
+  free(b);
+}
+
+static void free_ddp(dist_ddp *d) {
+  dist__ddp_free_buckets(d->b, d->nb);
   free(d->be);
   free(d->bucket_of);
   free(d->slot_of);
   free(d->marked);
+  free(d->order);
   free(d->orig_grad);
   free(d->scratch);
   free(d);
@@ -160,18 +171,23 @@ dist_status dist_ddp_create(dist_params *p, const dist_ddp_options *o, dist_ddp 
   d->prog.comm = MPI_COMM_NULL;
   if (opt.hook) d->hook = *opt.hook, d->has_hook = 1;
   s = check_options(&opt, p);
-  if (!s) s = assign(d);
   if (!s) {
-    d->be = calloc((size_t)d->nb + 1, sizeof *d->be);
     d->orig_grad = calloc((size_t)p->n + 1, sizeof *d->orig_grad);
-    if (!d->be || !d->orig_grad) s = dist__error(DIST_ERR_NO_MEMORY, "%s", what);
+    d->marked = calloc((size_t)p->n + 1, 1);
+    d->order = malloc(sizeof(int) * ((size_t)p->n + 1));
+    if (!d->orig_grad || !d->marked || !d->order) s = dist__error(DIST_ERR_NO_MEMORY, "%s", what);
   }
-  if (!s) s = alloc_buffers(d);
+  if (!s) {
+    for (int o = 0; o < p->n; o++) d->order[o] = p->n - 1 - o; /* reverse registration */
+    s = dist__ddp_assign(d, d->order);
+  }
+  if (!s) s = dist__ddp_alloc_buffers(d);
+  d->rebuild_pending = opt.rebuild_buckets;
   if (!s && opt.progress == DIST_DDP_PROGRESS_THREAD) s = dist__ddp_progress_check();
   dist_status agreed = dist__agree_status_hash(g->comm, s, options_hash(&opt, d->has_hook), what);
   if (agreed == DIST_ERR_MISMATCH)
     agreed = dist__error(DIST_ERR_MISMATCH, "%s: ranks passed different options (bucket caps, view, unused, compress, "
-                         "hook or progress)", what);
+                         "hook, progress or rebuild)", what);
   /* Steps that can still fail locally (the options are agreed, so every
    * rank takes the same ones): agreed once more, so that no rank keeps a
    * reducer the others dropped. */

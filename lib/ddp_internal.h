@@ -10,7 +10,7 @@
 
 typedef struct dist__bucket {
   int nparams;
-  int *params;       /* parameter indices in bucket order (reverse registration) */
+  int *params;       /* parameter indices in bucket order (expected ready order) */
   int64_t *offset;   /* element offset of each in the bucket */
   int64_t numel;
   dist_dtype dtype;  /* the parameters' dtype */
@@ -50,6 +50,8 @@ struct dist_ddp {
   unsigned char *marked;
   int nmarked;
   int next_launch;          /* buckets launch strictly in order */
+  int *order, norder;       /* marks of this iteration in the order they came (for the rebuild) */
+  int rebuild_pending;      /* rebuild_buckets and the first synchronised finalize is still to come */
   int sync;
   uint64_t bytes_sent;
   dist_status sticky;       /* a mark_ready failure, reported by the next finalize */
@@ -58,6 +60,12 @@ struct dist_ddp {
   dist__progress prog;
 };
 
+/* ddp.c */
+dist_status dist__ddp_assign(dist_ddp *d, const int *order); /* sets nb, b, bucket_of, slot_of */
+dist_status dist__ddp_alloc_buffers(dist_ddp *d);           /* and d->be */
+void dist__ddp_free_buckets(dist__bucket *b, int nb);
+/* ddp_rebuild.c: collective; at the end of the first synchronised finalize */
+void dist__ddp_rebuild(dist_ddp *d);
 /* ddp_reduce.c */
 dist_status dist__ddp_launch_ready(dist_ddp *d);
 dist_status dist__ddp_wait_all(dist_ddp *d);

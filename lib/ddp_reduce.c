@@ -148,6 +148,7 @@ dist_status dist_ddp_mark_ready(dist_ddp *d, int i) {
                        "dist_ddp_finalize between iterations)", i, d->p->p[i].name);
   d->marked[i] = 1;
   d->nmarked++;
+  if (d->rebuild_pending) d->order[d->norder++] = i;
   if (!d->sync) return DIST_SUCCESS;
   const dist__param *q = &d->p->p[i];
   dist_status copied = DIST_SUCCESS;
@@ -233,6 +234,7 @@ static dist_status average(dist_ddp *d, int k) {
 static void reset_marks(dist_ddp *d) {
   memset(d->marked, 0, (size_t)d->p->n);
   d->nmarked = 0;
+  d->norder = 0;
   d->next_launch = 0;
   for (int k = 0; k < d->nb; k++) d->b[k].ready = 0, d->b[k].state = DIST__BUCKET_IDLE;
   d->sticky = DIST_SUCCESS;
@@ -300,6 +302,13 @@ dist_status dist_ddp_finalize(dist_ddp *d) {
   if (!local) local = s ? s : w;
   if (dist__state.settings.verify) local = agree_finalize(d, local, first_missing);
   for (int k = 0; k < d->nb && !local; k++) local = average(d, k);
+  if (d->rebuild_pending) { /* every rank reaches this point in the same finalize */
+    char why[256];
+    if (local) snprintf(why, sizeof why, "%s", dist_last_error());
+    d->rebuild_pending = 0;
+    dist__ddp_rebuild(d);
+    if (local) local = dist__error(local, "%s", why); /* the rebuild's calls may have replaced it */
+  }
   reset_marks(d);
   return local;
 }

@@ -496,6 +496,68 @@ static void test_scrambled(void) {
   rig_close(&a), rig_close(&b);
 }
 
+/* The parameters of every bucket, concatenated in bucket order. */
+static int layout_order(const dist_ddp *d, int out[NP]) {
+  int n = 0;
+  for (int k = 0; k < dist_ddp_bucket_count(d); k++) {
+    int m = 0;
+    const int *idx = NULL;
+    if (!CALL_OK(dist_ddp_bucket_info(d, k, &m, &idx, NULL, NULL), "dist_ddp_bucket_info")) return n;
+    for (int j = 0; j < m && n < NP; j++) out[n++] = idx[j];
+  }
+  return n;
+}
+
+/* The first iteration marks in forward order on rank 0 (another order on
+ * the others): the buckets are laid out again in rank 0's order, [W1] then
+ * [b1 W2 b2] with these caps, so marking W1 alone now launches bucket 0.
+ * rebuild_buckets = 0 keeps the reverse registration layout. */
+static void rebuilt(int view, int rebuild) {
+  static const int fwd[NP] = {W1, B1, W2, B2}, other[NP] = {B1, B2, W1, W2};
+  dist_ddp_options o = small_caps();
+  o.grad_as_bucket_view = view;
+  o.rebuild_buckets = rebuild;
+  char what[64];
+  snprintf(what, sizeof what, "rebuild %d, view %d", rebuild, view);
+  rig r;
+  if (rig_open(&r, &o)) {
+    marker first = {r.d, R == 0 ? fwd : other, -1};
+    iterate(&r, 420, &first);
+    float *g[NP];
+    grads_of(&r, g);
+    mlp ref = reference(420);
+    EXPECT_GRADS(g, ref.g, what); /* the rebuild keeps the averages (moved, with the view) */
+    mlp_free(&ref);
+    int got[NP], n = layout_order(r.d, got);
+    CU_ASSERT_EQUAL(n, NP);
+    for (int i = 0; i < n; i++) CU_ASSERT_EQUAL(got[i], rebuild ? fwd[i] : NP - 1 - i);
+    CU_ASSERT_EQUAL(dist_ddp_bucket_count(r.d), rebuild ? 2 : 3);
+    /* W1 alone fills the rebuilt bucket 0, which launches at once. */
+    CALL_OK(dist_params_zero_grad(r.p), "zero_grad");
+    mlp_backward(r.m.w, g, 421, (int64_t)R * ROWS, ROWS, 1.0, NULL);
+    uint64_t before = dist_ddp_bytes_sent(r.d);
+    CALL_OK(dist_ddp_mark_ready(r.d, W1), "mark W1");
+    CU_ASSERT_EQUAL(dist_ddp_bytes_sent(r.d) - before, rebuild ? sizeof(float) * (uint64_t)NUMEL[W1] : 0);
+    for (int i = 1; i < NP; i++) CALL_OK(dist_ddp_mark_ready(r.d, fwd[i]), NAME[fwd[i]]);
+    CALL_OK(dist_ddp_finalize(r.d), "finalize");
+    ref = reference(421);
+    EXPECT_GRADS(g, ref.g, what);
+    mlp_free(&ref);
+    /* Only the first iteration's order counts. */
+    marker again = {r.d, other, -1};
+    iterate(&r, 422, &again);
+    n = layout_order(r.d, got);
+    for (int i = 0; i < n; i++) CU_ASSERT_EQUAL(got[i], rebuild ? fwd[i] : NP - 1 - i);
+  }
+  rig_close(&r);
+}
+
+static void test_rebuild(void) {
+  rebuilt(0, 1);
+  rebuilt(1, 1);
+  rebuilt(0, 0);
+}
+
 /* Two micro-batches per rank (loss scaled by 1/2, as torch users do) with
  * no_sync on the first equal one synchronised step over both: rank r owns
  * rows [2 r ROWS, 2 (r + 1) ROWS) of the batch. */
@@ -839,12 +901,13 @@ static void test_options_mismatch(void) {
     rig_close(&r);
     return;
   }
-  for (int k = 0; k < 3; k++) {
+  for (int k = 0; k < 4; k++) {
     dist_ddp_options o = small_caps();
     if (R == W - 1) {
       if (k == 0) o.bucket_bytes = 2 * CAP;
       else if (k == 1) o.compress = DIST_DDP_COMPRESS_F16;
-      else o.unused = DIST_DDP_UNUSED_ZERO;
+      else if (k == 2) o.unused = DIST_DDP_UNUSED_ZERO;
+      else o.rebuild_buckets = 0;
     }
     dist_ddp *d = NULL;
     if (W == 1) CALL_OK(dist_ddp_create(r.p, &o, &d), "dist_ddp_create (nothing to differ from)");
@@ -856,6 +919,9 @@ static void test_options_mismatch(void) {
   o.bucket_bytes = 0;
   dist_ddp *d = NULL;
   CALL_FAILS(dist_ddp_create(r.p, &o, &d), DIST_ERR_INVALID_ARGUMENT, "bucket_bytes", "bucket_bytes = 0");
+  o = small_caps();
+  o.rebuild_buckets = 2;
+  CALL_FAILS(dist_ddp_create(r.p, &o, &d), DIST_ERR_INVALID_ARGUMENT, "rebuild_buckets", "rebuild_buckets = 2");
   rig_close(&r);
 }
 
@@ -870,6 +936,7 @@ static CU_TestInfo ddp_tests[] = {{"bucket layout", test_layout},
                                   {"Adam / AdamW steps = single process", test_adam},
                                   {"grad_as_bucket_view", test_bucket_view},
                                   {"scrambled mark order", test_scrambled},
+                                  {"buckets rebuilt in the observed order", test_rebuild},
                                   {"no_sync accumulation", test_no_sync},
                                   {"unused = ZERO", test_unused_zero},
                                   {"unused = ERROR", test_unused_error},

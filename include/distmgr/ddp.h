@@ -83,8 +83,15 @@ typedef struct dist_ddp_options {
   const dist_ddp_hook *hook; /* overrides compress; copied at create */
   dist_ddp_progress progress;
   const char *group;         /* NULL = the parameter set's group */
+  /* 1 (default): at the end of the first synchronised finalize, lay the
+   * buckets out again in the order rank 0's gradients became ready that
+   * iteration (unmarked ones last), so that each bucket fills, and launches,
+   * as early as the backward allows. A no-op when that order is the reverse
+   * registration order. With grad_as_bucket_view the gradients move to their
+   * new slots, values kept: re-read dist_params_grad after that finalize. */
+  int rebuild_buckets;
 } dist_ddp_options;
-#define DIST_DDP_OPTIONS_INIT {(size_t)1 << 20, (size_t)25 << 20, 0, DIST_DDP_UNUSED_ERROR, DIST_DDP_COMPRESS_NONE, NULL, DIST_DDP_PROGRESS_TEST, NULL}
+#define DIST_DDP_OPTIONS_INIT {(size_t)1 << 20, (size_t)25 << 20, 0, DIST_DDP_UNUSED_ERROR, DIST_DDP_COMPRESS_NONE, NULL, DIST_DDP_PROGRESS_TEST, NULL, 1}
 
 /* Build the buckets of a committed set (o NULL = defaults). Collective. */
 dist_status dist_ddp_create(dist_params *p, const dist_ddp_options *o, dist_ddp **out);
