@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "ddp_internal.h"
+#include "half_ops.h"
 #include "memops.h"
 
 typedef struct {
@@ -70,7 +71,11 @@ dist_status dist__ddp_assign(dist_ddp *d, const int *order) {
       nb->device = q->device;
       nb->params = malloc(sizeof(int) * (size_t)p->n);
       nb->offset = malloc(sizeof(int64_t) * (size_t)p->n);
-      if (!nb->params || !nb->offset) return dist__error(DIST_ERR_NO_MEMORY, "DDP bucket %d", d->nb);
+      if (!nb->params || !nb->offset) {
+        free(nb->params), free(nb->offset); /* not counted in d->nb yet */
+        nb->params = NULL, nb->offset = NULL;
+        return dist__error(DIST_ERR_NO_MEMORY, "DDP bucket %d", d->nb);
+      }
       keys[k].open = d->nb++;
       keys[k].cap = keys[k].opened++ == 0 ? d->o.first_bucket_bytes : d->o.bucket_bytes;
     }
@@ -95,6 +100,10 @@ dist_status dist__ddp_alloc_buffers(dist_ddp *d) {
     DIST_CHECK(dist__mem_alloc(b->memory, (size_t)b->numel * esize, &b->buf));
     b->wire = b->dtype;
     b->wirebuf = b->buf;
+    if (b->memory == DIST_MEM_HOST && !d->has_hook && (dist__dtype_is16(b->dtype) || d->o.compress != DIST_DDP_COMPRESS_NONE)) {
+      MPI_Op op; /* made now, so that launching a bucket cannot fail on it */
+      DIST_CHECK(dist__half_sum_op(d->o.compress == DIST_DDP_COMPRESS_F16 || b->dtype == DIST_F16 ? DIST_F16 : DIST_BF16, &op));
+    }
     if (!d->has_hook && d->o.compress != DIST_DDP_COMPRESS_NONE && b->dtype == DIST_F32) {
       b->wire = d->o.compress == DIST_DDP_COMPRESS_BF16 ? DIST_BF16 : DIST_F16;
       DIST_CHECK(dist__mem_alloc(b->memory, (size_t)b->numel * 2, &b->wirebuf));
@@ -119,7 +128,14 @@ static dist_status move_grads(dist_ddp *d, int into_bucket) {
       q->grad = d->orig_grad[i];
     }
   }
-  return dist__mem_sync(d->b && d->nb ? d->b[0].memory : DIST_MEM_HOST);
+  return dist__ddp_sync_memory(d);
+}
+
+/* Wait for queued device copies into or out of any bucket (host: nothing). */
+dist_status dist__ddp_sync_memory(const dist_ddp *d) {
+  for (int k = 0; k < d->nb; k++)
+    if (d->b[k].memory != DIST_MEM_HOST) return dist__mem_sync(d->b[k].memory);
+  return DIST_SUCCESS;
 }
 
 static uint64_t options_hash(const dist_ddp_options *o, int has_hook) {

@@ -22,6 +22,7 @@ typedef struct dist__bucket {
   int ready;         /* parameters marked so far this iteration */
   int state;         /* DIST__BUCKET_* */
   int in_buf;        /* the reduction ran on buf (f32) although wire is 16-bit: no widening after */
+  int failed;        /* this iteration's launch failed here (a hook's finish is then skipped) */
   dist__pending pending;
   dist_request *hook_req;
 } dist__bucket;
@@ -54,7 +55,7 @@ struct dist_ddp {
   int rebuild_pending;      /* rebuild_buckets and the first synchronised finalize is still to come */
   int sync;
   uint64_t bytes_sent;
-  dist_status sticky;       /* a mark_ready failure, reported by the next finalize */
+  dist_status sticky;       /* the iteration's first local failure (copy, launch, test), reported by finalize */
   char sticky_why[256];
   void *scratch;            /* f32 scratch for averaging 16-bit buckets (host) */
   dist__progress prog;
@@ -64,7 +65,9 @@ struct dist_ddp {
 dist_status dist__ddp_assign(dist_ddp *d, const int *order); /* sets nb, b, bucket_of, slot_of */
 dist_status dist__ddp_alloc_buffers(dist_ddp *d);           /* and d->be */
 void dist__ddp_free_buckets(dist__bucket *b, int nb);
-/* ddp_rebuild.c: collective; at the end of the first synchronised finalize */
+dist_status dist__ddp_sync_memory(const dist_ddp *d);
+/* ddp_rebuild.c: collective, at the end of every synchronised finalize while
+ * d->rebuild_pending; clears it once rank 0 marked something */
 void dist__ddp_rebuild(dist_ddp *d);
 /* ddp_reduce.c */
 dist_status dist__ddp_launch_ready(dist_ddp *d);

@@ -20,8 +20,11 @@ static int host_compressed(const dist_ddp *d, const dist__bucket *b) {
   return b->memory == DIST_MEM_HOST && b->wire != b->dtype && !d->has_hook && !d->o.grad_as_bucket_view;
 }
 
-/* Sum a 16-bit buffer over the group without widening it on the wire. */
-static dist_status reduce16(dist_ddp *d, dist__bucket *b, const dist__backend *be, void *buf, dist_dtype t) {
+/* Sum a 16-bit buffer over the group without widening it on the wire. The
+ * checks here are the same on every rank (same layout, op made at create);
+ * a local failure goes to *prep and the collective is posted anyway. */
+static dist_status reduce16(dist_ddp *d, dist__bucket *b, const dist__backend *be, void *buf, dist_dtype t,
+                            dist_status *prep, char why[256]) {
   size_t n = (size_t)b->numel;
   if (be->can_reduce(t, DIST_SUM)) return be->all_reduce(d->g, buf, buf, n, t, DIST_SUM, &b->pending);
   if (b->memory == DIST_MEM_HOST) {
@@ -37,7 +40,11 @@ static dist_status reduce16(dist_ddp *d, dist__bucket *b, const dist__backend *b
   if (t != b->wire || b->dtype != DIST_F32)
     return dist__error(DIST_ERR_UNSUPPORTED, "%s gradients in device memory need NCCL (the staged backend cannot sum them)",
                        dist_dtype_name(t));
-  DIST_CHECK(dist__mem_widen(b->memory, b->wirebuf, t, b->buf, n));
+  dist_status w = dist__mem_widen(b->memory, b->wirebuf, t, b->buf, n);
+  if (w) {
+    if (!*prep) *prep = w, snprintf(why, 256, "%s", dist_last_error());
+    dist__mem_zero(b->memory, b->buf, n * 4); /* best effort, before the post */
+  }
   b->in_buf = 1;
   return be->all_reduce(d->g, b->buf, b->buf, n, DIST_F32, DIST_SUM, &b->pending);
 }
@@ -51,16 +58,18 @@ static void note_failure(dist_ddp *d, dist_status s, const char *why) {
 
 /* Start bucket k's reduction. A failure before the collective (narrowing
  * into the wire buffer) still posts it, so the other ranks' collectives stay
- * matched and nobody hangs; the sum is then wrong and the error is returned
- * here and by finalize (and agreed there when DIST_VERIFY=1). A user hook
- * that fails is trusted to have posted its collective or to fail on every
- * rank: distmgr cannot post one for it. */
+ * matched and nobody hangs: this rank's contribution is zeroed where it can
+ * be, and the error is returned here and by finalize (and agreed there when
+ * DIST_VERIFY=1). A user hook that fails is trusted to have posted its
+ * collective or to fail on every rank: distmgr cannot post one for it. */
 static dist_status launch(dist_ddp *d, int k) {
   dist__bucket *b = &d->b[k];
   const dist__backend *be = d->be[k];
   size_t n = (size_t)b->numel;
   dist_status post, prep = DIST_SUCCESS;
+  char why[256] = "";
   b->in_buf = 0;
+  b->failed = 0;
   if (d->has_hook) {
     dist_tensor t = b->memory == DIST_MEM_CUDA ? dist_tensor_cuda(b->buf, b->dtype, b->device, 1, &b->numel)
                                                : dist_tensor_host(b->buf, b->dtype, 1, &b->numel);
@@ -70,10 +79,12 @@ static dist_status launch(dist_ddp *d, int k) {
   } else {
     if (dist__fault("ddp_launch")) prep = dist__error(DIST_ERR_INTERNAL, "injected fault (ddp_launch)");
     else if (b->wire != b->dtype && !host_compressed(d, b)) prep = dist__mem_narrow(b->memory, b->buf, b->wire, b->wirebuf, n);
-    char why[256] = "";
-    if (prep) snprintf(why, sizeof why, "%s", dist_last_error());
-    if (b->wire != b->dtype) post = reduce16(d, b, be, b->wirebuf, b->wire);
-    else if (dist__dtype_is16(b->dtype)) post = reduce16(d, b, be, b->buf, b->dtype);
+    void *target = b->wire != b->dtype ? b->wirebuf : b->buf;
+    if (prep) { /* best effort: a zero contribution rather than stale bytes */
+      snprintf(why, sizeof why, "%s", dist_last_error());
+      dist__mem_zero(b->memory, target, n * dist_dtype_size(b->wire));
+    }
+    if (b->wire != b->dtype || dist__dtype_is16(b->dtype)) post = reduce16(d, b, be, target, b->wire, &prep, why);
     else post = be->all_reduce(d->g, b->buf, b->buf, n, b->dtype, DIST_SUM, &b->pending);
     if (prep && !post) prep = dist__error(prep, "%s", why); /* its own message, not the post's */
   }
@@ -83,6 +94,7 @@ static dist_status launch(dist_ddp *d, int k) {
     dist__ddp_progress_add(d, 1);
   }
   dist_status s = post ? post : prep;
+  if (s) b->failed = 1;
   return s ? dist__error_context(s, "DDP bucket %d", k) : DIST_SUCCESS;
 }
 
@@ -115,7 +127,7 @@ static dist_status complete(dist_ddp *d, int k, int wait) {
       dist_request_free(b->hook_req);
       b->hook_req = NULL;
     }
-    if (!s && done && d->hook.finish) {
+    if (!s && done && d->hook.finish && !b->failed) { /* not after a failed start */
       dist_tensor t = b->memory == DIST_MEM_CUDA ? dist_tensor_cuda(b->buf, b->dtype, b->device, 1, &b->numel)
                                                  : dist_tensor_host(b->buf, b->dtype, 1, &b->numel);
       s = d->hook.finish(d->hook.ctx, k, &t);
@@ -172,7 +184,15 @@ dist_status dist_ddp_mark_ready(dist_ddp *d, int i) {
   }
   d->b[d->bucket_of[i]].ready++;
   dist_status launched = dist__ddp_launch_ready(d);
-  if (d->o.progress == DIST_DDP_PROGRESS_TEST && !launched) DIST_CHECK(poke(d));
+  if (d->o.progress == DIST_DDP_PROGRESS_TEST && !launched) {
+    dist_status t = poke(d);
+    if (t) { /* that bucket's result is lost: finalize must not average it */
+      char twhy[sizeof d->sticky_why];
+      snprintf(twhy, sizeof twhy, "%s", dist_last_error());
+      note_failure(d, t, twhy);
+      if (!copied) return dist__error(t, "%s", twhy);
+    }
+  }
   if (copied) return dist__error(copied, "%s", why);
   return launched;
 }
@@ -278,7 +298,7 @@ static dist_status agree_finalize(dist_ddp *d, dist_status local, int first_miss
   int rc = MPI_Allreduce(in, out, 2, MPI_2INT, MPI_MINLOC, d->g->comm);
   if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Allreduce (dist_ddp_finalize agreement)");
   if (out[0] == DIST_SUCCESS) return DIST_SUCCESS;
-  if (local) return (dist_status)out[0]; /* keep this rank's own message */
+  if (local) return local; /* this rank's own code; finalize keeps its message */
   if (out[2] < d->p->n)
     return dist__error((dist_status)out[0],
                        "dist_ddp_finalize: parameter %d '%s' was not marked ready on rank %d (mark it, or create the "
@@ -294,21 +314,25 @@ dist_status dist_ddp_finalize(dist_ddp *d) {
     reset_marks(d);
     return DIST_SUCCESS;
   }
+  /* The first local failure and its message: later calls (the waits, the
+   * agreement, the rebuild) may replace the thread's last error. */
+  char why[512] = "";
   int first_missing = -1;
   dist_status local = fill_unmarked(d, &first_missing);
-  if (d->sticky) local = dist__error(d->sticky, "%s", d->sticky_why);
+  if (local) snprintf(why, sizeof why, "%s", dist_last_error());
+  if (d->sticky) local = d->sticky, snprintf(why, sizeof why, "%s", d->sticky_why);
   dist_status s = dist__ddp_launch_ready(d);
+  if (s && !local) local = s, snprintf(why, sizeof why, "%s", dist_last_error());
   dist_status w = dist__ddp_wait_all(d);
-  if (!local) local = s ? s : w;
-  if (dist__state.settings.verify) local = agree_finalize(d, local, first_missing);
-  for (int k = 0; k < d->nb && !local; k++) local = average(d, k);
-  if (d->rebuild_pending) { /* every rank reaches this point in the same finalize */
-    char why[256];
-    if (local) snprintf(why, sizeof why, "%s", dist_last_error());
-    d->rebuild_pending = 0;
-    dist__ddp_rebuild(d);
-    if (local) local = dist__error(local, "%s", why); /* the rebuild's calls may have replaced it */
+  if (w && !local) local = w, snprintf(why, sizeof why, "%s", dist_last_error());
+  if (dist__state.settings.verify) {
+    dist_status agreed = agree_finalize(d, local, first_missing);
+    if (agreed && !local) local = agreed, snprintf(why, sizeof why, "%s", dist_last_error());
   }
+  for (int k = 0; k < d->nb && !local; k++)
+    if ((local = average(d, k))) snprintf(why, sizeof why, "%s", dist_last_error());
+  if (d->rebuild_pending) dist__ddp_rebuild(d); /* every rank reaches this point in the same finalize */
+  if (local) local = dist__error(local, "%s", why);
   reset_marks(d);
   return local;
 }

@@ -11,6 +11,10 @@ DIST__CLONES static void widen_bf16(const uint16_t *restrict s, float *restrict 
   for (size_t i = 0; i < n; i++) d[i] = dist__bf16_f32(s[i]) * f;
 }
 
+DIST__CLONES static void widen_bf16_exact(const uint16_t *restrict s, float *restrict d, size_t n) {
+  for (size_t i = 0; i < n; i++) d[i] = dist__bf16_f32(s[i]);
+}
+
 DIST__CLONES static void narrow_bf16(const float *restrict s, uint16_t *restrict d, size_t n) {
   for (size_t i = 0; i < n; i++) d[i] = dist__f32_bf16(s[i]);
 }
@@ -24,16 +28,20 @@ DIST__CLONES static void scale_f64(const double *s, double *d, size_t n, double 
   for (size_t i = 0; i < n; i++) d[i] = s[i] * f;
 }
 
-/* f16 stays scalar: GCC 12 vectorises its conversions only with AVX512-FP16. */
+/* f16 stays scalar and is not cloned: GCC 12 vectorises its conversions
+ * only with AVX512-FP16. */
 static void widen_f16(const uint16_t *s, float *d, size_t n, float f) {
   for (size_t i = 0; i < n; i++) d[i] = dist_f16_to_f32(s[i]) * f;
 }
 
+/* Exact: no multiply, so NaN payloads and subnormals pass unchanged. */
 void dist__host_widen(const void *src, dist_dtype t, void *dst, size_t n) {
   if (t == DIST_U8)
     for (size_t i = 0; i < n; i++) ((int64_t *)dst)[i] = ((const uint8_t *)src)[i];
+  else if (t == DIST_BF16)
+    widen_bf16_exact(src, dst, n);
   else
-    dist__host_widen_scale(src, t, dst, n, 1.0);
+    for (size_t i = 0; i < n; i++) ((float *)dst)[i] = dist_f16_to_f32(((const uint16_t *)src)[i]);
 }
 
 void dist__host_narrow(const void *src, dist_dtype t, void *dst, size_t n) {
@@ -50,6 +58,6 @@ void dist__host_widen_scale(const void *src, dist_dtype t, void *dst, size_t n, 
     case DIST_BF16: widen_bf16(src, dst, n, (float)f); break;
     case DIST_F16: widen_f16(src, dst, n, (float)f); break;
     case DIST_F32: scale_f32(src, dst, n, (float)f); break;
-    default: scale_f64(src, dst, n, f); break;
+    default: scale_f64(src, dst, n, f); break; /* f64: callers pass only these four */
   }
 }

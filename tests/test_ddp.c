@@ -508,8 +508,8 @@ static int layout_order(const dist_ddp *d, int out[NP]) {
   return n;
 }
 
-/* The first iteration marks in forward order on rank 0 (another order on
- * the others): the buckets are laid out again in rank 0's order, [W1] then
+/* The first iteration with marks marks in forward order on rank 0 (another
+ * order on the others): the buckets are laid out again in rank 0's order, [W1] then
  * [b1 W2 b2] with these caps, so marking W1 alone now launches bucket 0.
  * rebuild_buckets = 0 keeps the reverse registration layout. */
 static void rebuilt(int view, int rebuild) {
@@ -521,6 +521,8 @@ static void rebuilt(int view, int rebuild) {
   snprintf(what, sizeof what, "rebuild %d, view %d", rebuild, view);
   rig r;
   if (rig_open(&r, &o)) {
+    /* A finalize without marks shows no order: the rebuild waits for one that does. */
+    CALL_FAILS(dist_ddp_finalize(r.d), DIST_ERR_INVALID_ARGUMENT, "no parameter was marked", "finalize without marks");
     marker first = {r.d, R == 0 ? fwd : other, -1};
     iterate(&r, 420, &first);
     float *g[NP];

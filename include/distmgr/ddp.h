@@ -83,12 +83,16 @@ typedef struct dist_ddp_options {
   const dist_ddp_hook *hook; /* overrides compress; copied at create */
   dist_ddp_progress progress;
   const char *group;         /* NULL = the parameter set's group */
-  /* 1 (default): at the end of the first synchronised finalize, lay the
-   * buckets out again in the order rank 0's gradients became ready that
-   * iteration (unmarked ones last), so that each bucket fills, and launches,
-   * as early as the backward allows. A no-op when that order is the reverse
-   * registration order. With grad_as_bucket_view the gradients move to their
-   * new slots, values kept: re-read dist_params_grad after that finalize. */
+  /* 1 (DIST_DDP_OPTIONS_INIT): at the end of the first synchronised
+   * finalize in which rank 0 marked something, lay the buckets out again in
+   * the order rank 0's gradients became ready (unmarked ones last), so that
+   * each bucket fills, and launches, as early as the backward allows.
+   * Nothing changes when that order gives the same layout (e.g. reverse
+   * registration order). Otherwise the bucket count and indices change and
+   * earlier dist_ddp_bucket_info `params` pointers are freed (a hook keeping
+   * per-bucket state must allow for it); with grad_as_bucket_view the
+   * gradients move to their new slots, values kept: re-read
+   * dist_params_grad after that finalize. 0 (also a zeroed struct): never. */
   int rebuild_buckets;
 } dist_ddp_options;
 #define DIST_DDP_OPTIONS_INIT {(size_t)1 << 20, (size_t)25 << 20, 0, DIST_DDP_UNUSED_ERROR, DIST_DDP_COMPRESS_NONE, NULL, DIST_DDP_PROGRESS_TEST, NULL, 1}
