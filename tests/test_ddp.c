@@ -778,7 +778,10 @@ static void exact_average(uint64_t seed, float *avg[NP], double *mag[NP]) {
 /* 16-bit compression: each input and each pairwise sum is rounded once to
  * the wire type (unit roundoff u), at most 2W - 1 roundings of values below
  * sum_r |g_r|, so the average is within 2 u sum_r |g_r| (+ f16 subnormals). */
-static void compressed(dist_ddp_compress c, double u, const char *what) {
+/* order (NULL: as the backward goes): every iteration marks in that order,
+ * so a non-NULL one rebuilds the buckets (and their wire buffers) after a
+ * first, unchecked iteration. */
+static void compressed(dist_ddp_compress c, double u, const int *order, const char *what) {
   dist_ddp_options o = small_caps(), plain = small_caps();
   o.compress = c;
   rig r = NO_RIG, p = NO_RIG;
@@ -786,7 +789,13 @@ static void compressed(dist_ddp_compress c, double u, const char *what) {
   double *mag[NP];
   for (int i = 0; i < NP; i++) avg[i] = malloc(sizeof(float) * (size_t)NUMEL[i]), mag[i] = malloc(sizeof(double) * (size_t)NUMEL[i]);
   if (rig_open(&r, &o) && rig_open(&p, &plain)) {
-    marker mk = MARK(r.d), mp = MARK(p.d);
+    marker mk = {r.d, order, -1}, mp = {p.d, order, -1};
+    if (order) {
+      iterate(&r, 899, &mk);
+      iterate(&p, 899, &mp);
+      CU_ASSERT_EQUAL(dist_ddp_bucket_count(r.d), 2); /* [W1] [b1 W2 b2]: rebuilt */
+    }
+    uint64_t r0 = dist_ddp_bytes_sent(r.d), p0 = dist_ddp_bytes_sent(p.d);
     iterate(&r, 900, &mk);
     iterate(&p, 900, &mp);
     exact_average(900, avg, mag);
@@ -802,19 +811,22 @@ static void compressed(dist_ddp_compress c, double u, const char *what) {
       CU_ASSERT(bad < 0);
     }
     uint64_t n = (uint64_t)total_numel();
-    CU_ASSERT_EQUAL(dist_ddp_bytes_sent(p.d), 4 * n);
-    CU_ASSERT_EQUAL(dist_ddp_bytes_sent(r.d), 2 * n); /* half of the uncompressed bytes */
-    if (dist_ddp_bytes_sent(r.d) != 2 * n)
-      fprintf(stderr, "[rank %d/%d] %s: sent %llu bytes, uncompressed %llu\n", R, W, what,
-              (unsigned long long)dist_ddp_bytes_sent(r.d), (unsigned long long)dist_ddp_bytes_sent(p.d));
+    uint64_t rs = dist_ddp_bytes_sent(r.d) - r0, ps = dist_ddp_bytes_sent(p.d) - p0;
+    CU_ASSERT_EQUAL(ps, 4 * n);
+    CU_ASSERT_EQUAL(rs, 2 * n); /* half of the uncompressed bytes */
+    if (rs != 2 * n)
+      fprintf(stderr, "[rank %d/%d] %s: sent %llu bytes, uncompressed %llu\n", R, W, what, (unsigned long long)rs,
+              (unsigned long long)ps);
   }
   rig_close(&r), rig_close(&p);
   for (int i = 0; i < NP; i++) free(avg[i]), free(mag[i]);
 }
 
 static void test_compress(void) {
-  compressed(DIST_DDP_COMPRESS_BF16, 0x1p-8, "bf16");
-  compressed(DIST_DDP_COMPRESS_F16, 0x1p-11, "f16");
+  static const int fwd[NP] = {W1, B1, W2, B2};
+  compressed(DIST_DDP_COMPRESS_BF16, 0x1p-8, NULL, "bf16");
+  compressed(DIST_DDP_COMPRESS_F16, 0x1p-11, NULL, "f16");
+  compressed(DIST_DDP_COMPRESS_BF16, 0x1p-8, fwd, "bf16, buckets rebuilt");
 }
 
 /* A user hook: a plain non-blocking sum through the public API. */
