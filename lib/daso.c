@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "daso_internal.h"
+#include "fault.h"
 #include "memops.h"
 
 static dist_status check_options(const dist_daso_options *o) {
@@ -58,6 +59,7 @@ static void init_schedule(dist_daso *d) {
   /* Without warmup the first epoch already cycles (epoch_end never sees epoch == warmup). */
   if (o->warmup_epochs == 0 && o->total_epochs > o->cooldown_epochs) d->s.gs = 4, d->s.ls = 1, d->s.btw = 1;
   d->local_sync = 1;
+  d->logic_epoch = -1;
 }
 
 static void free_daso(dist_daso *d) {
@@ -67,34 +69,58 @@ static void free_daso(dist_daso *d) {
   free(d);
 }
 
-dist_status dist_daso_create(dist_optim *opt, const dist_daso_options *o, dist_daso **out) {
-  const char *what = "dist_daso_create";
-  if (!out || !opt || !o)
-    return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: %s is NULL", what, !out ? "out" : !opt ? "optimizer" : "options");
-  dist_params *p = dist_optim_params(opt);
-  DIST_CHECK(dist__params_check(p, what));
-  dist__group *world;
-  DIST_CHECK(dist__params_group(p, what, &world));
-  if (world->size != dist__state.size)
-    return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: the parameter set is over '%s'; DASO needs one over 'world'", what,
-                       p->group);
-  dist_daso *d = calloc(1, sizeof *d);
-  if (!d) return dist__error(DIST_ERR_NO_MEMORY, "%s", what);
-  d->opt = opt;
-  d->p = p;
-  d->o = *o;
-  d->cross = MPI_COMM_NULL;
-  dist_status s = check_options(o);
+/* What must match on every rank: the options that drive the schedule and
+ * the global sync (verbose, the local DDP's options, which its own create
+ * checks on each node, and the schedule's function pointers, which differ
+ * between processes, are left out). */
+static uint64_t options_hash(const dist_daso_options *o) {
+  const int64_t v[] = {o->total_epochs, o->warmup_epochs, o->cooldown_epochs, o->max_global_skips, o->sending_chunk_size,
+                       o->downcast, o->use_mpi_groups, o->skip_reduction_factor, o->local_skip_factor, o->merge,
+                       o->schedule ? 1 + (int64_t)o->schedule->kind : 0, o->schedule ? o->schedule->step_size : 0};
+  const double f[] = {o->stability_level, o->schedule ? o->schedule->gamma : 0};
+  return dist__hash(dist__hash(DIST__HASH_SEED, v, sizeof v), f, sizeof f);
+}
+
+/* Every local check ends in one agreement over the world (so a rank that
+ * fails alone cannot leave the others waiting in the collectives after),
+ * which also compares the options. */
+static dist_status setup(dist_daso *d, const dist_daso_options *o, const char *what) {
+  dist_status s = !d ? dist__error(DIST_ERR_NO_MEMORY, "%s", what) : check_options(o);
+  dist__group *world = NULL;
+  if (!s) s = dist__params_check(d->p, what);
+  if (!s) s = dist__params_group(d->p, what, &world);
+  if (!s && world->size != dist__state.size)
+    s = dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: the parameter set is over '%s'; DASO needs one over 'world'", what,
+                    d->p->group);
   if (!s) s = dist__group_find("local", &d->local);
   /* Every node must have as many ranks as every other (Heat's requirement too). */
   int sizes[2] = {0, 0}, ext[2];
   if (!s) sizes[0] = d->local->size, sizes[1] = -d->local->size;
-  s = dist__agree(dist__state.world, s, what);
+  s = dist__agree_status_hash(dist__state.world, s, options_hash(o), what);
+  if (s == DIST_ERR_MISMATCH) return dist__error(s, "%s: ranks passed different options", what);
   if (!s && MPI_Allreduce(sizes, ext, 2, MPI_INT, MPI_MAX, dist__state.world) != MPI_SUCCESS)
     s = dist__error(DIST_ERR_MPI, "%s: MPI_Allreduce", what);
   if (!s && ext[0] != -ext[1])
     s = dist__error(DIST_ERR_UNSUPPORTED, "%s: nodes have between %d and %d ranks; DASO needs the same number on every node",
                     what, -ext[1], ext[0]);
+  return s;
+}
+
+dist_status dist_daso_create(dist_optim *opt, const dist_daso_options *o, dist_daso **out) {
+  const char *what = "dist_daso_create";
+  DIST_CHECK(dist__require_initialized(what));
+  dist_daso *d = NULL;
+  if (out && opt && o && (d = calloc(1, sizeof *d))) {
+    d->opt = opt;
+    d->p = dist_optim_params(opt);
+    d->o = *o;
+    d->cross = MPI_COMM_NULL;
+  }
+  dist_status s = !out || !opt || !o ? dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: %s is NULL", what,
+                                                   !out ? "out" : !opt ? "optimizer" : "options")
+                                     : DIST_SUCCESS;
+  /* Still agree after a NULL, else the other ranks would wait for this one. */
+  s = s ? dist__agree_status_hash(dist__state.world, s, 0, what) : setup(d, o, what);
   if (s) {
     free(d);
     return s;
@@ -106,7 +132,7 @@ dist_status dist_daso_create(dist_optim *opt, const dist_daso_options *o, dist_d
   if (!s) {
     dist_ddp_options lo = o->local;
     lo.group = "local";
-    s = dist_ddp_create(p, &lo, &d->ddp); /* collective, agrees by itself */
+    s = dist_ddp_create(d->p, &lo, &d->ddp); /* collective, agrees by itself */
   }
   if (!s) s = dist__daso_sync_init(d);
   d->lr0 = dist_optim_get_lr(opt);
@@ -176,39 +202,63 @@ static dist_status unscale(dist_daso *d, int *found_inf) {
   return DIST_SUCCESS;
 }
 
-static dist_status run_plan(dist_daso *d, const dist__daso_plan *pl) {
-  if (pl->receive) DIST_CHECK(dist__daso_receive(d, pl->recv_from, 0, pl->recv_btw));
-  if (pl->global) {
-    DIST_CHECK(dist__daso_send(d, pl->sender));
-    if (pl->blocking) DIST_CHECK(dist__daso_receive(d, pl->sender, 1, 0));
-  }
-  if (pl->local_sync >= 0 && pl->local_sync != d->local_sync) {
-    DIST_CHECK(dist_ddp_set_sync(d->ddp, pl->local_sync));
-    d->local_sync = pl->local_sync;
-  }
-  return DIST_SUCCESS;
+/* The first failure is kept and returned, but every step of the plan still
+ * runs: the other ranks enter its collectives whatever happened here. A
+ * failed receive does not cancel the send after it (the schedule has already
+ * counted it as pending); ref stays equal across each cross group (finish). */
+#define WHY 512
+/* Keep the first failure and its message; later ones are dropped. */
+static void keep(dist_status s, dist_status *first, char why[WHY]) {
+  if (s && !*first) *first = s, snprintf(why, WHY, "%s", dist_last_error());
 }
 
+static dist_status run_plan(dist_daso *d, const dist__daso_plan *pl) {
+  dist_status first = DIST_SUCCESS;
+  char why[WHY] = "";
+#define KEEP(call) keep((call), &first, why)
+  if (pl->receive) KEEP(dist__daso_receive(d, pl->recv_from, 0, pl->recv_btw));
+  if (pl->global) {
+    KEEP(dist__daso_send(d, pl->sender));
+    if (pl->blocking) KEEP(dist__daso_receive(d, pl->sender, 1, 0)); /* its node learns a failed send here */
+  }
+  if (pl->local_sync >= 0 && pl->local_sync != d->local_sync) {
+    dist_status s = dist_ddp_set_sync(d->ddp, pl->local_sync);
+    KEEP(s);
+    if (!s) d->local_sync = pl->local_sync;
+  }
+#undef KEEP
+  return first ? dist__error(first, "%s", why) : DIST_SUCCESS;
+}
+
+/* A failure before the global sync (the node's DDP finalize, the scaler,
+ * the local step) is kept, not returned at once: this rank still runs the
+ * plan, whose collectives the other nodes enter too. Its parameters simply
+ * miss this batch's step; the error is returned. */
 dist_status dist_daso_step(dist_daso *d) {
   const char *what = "dist_daso_step";
   if (!d) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: DASO is NULL", what);
   if (d->s.last < 0)
     return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: call dist_daso_set_last_batch (batches per epoch - 1) first", what);
-  DIST_CHECK(dist__daso_poke(d));
-  DIST_CHECK(dist_ddp_finalize(d->ddp));
+  char why[WHY] = "";
+  dist_status first = DIST_SUCCESS;
+#define KEEP(call) keep((call), &first, why)
+  KEEP(dist__daso_poke(d));
+  KEEP(dist_ddp_finalize(d->ddp)); /* collective on the node: always */
   int found_inf = 0;
-  if (d->has_scaler) {
-    DIST_CHECK(unscale(d, &found_inf));
-    if (d->scaler.update) d->scaler.update(d->scaler.ctx, found_inf);
+  if (!first && d->has_scaler) {
+    KEEP(dist__fault("daso_unscale") ? dist__error(DIST_ERR_INTERNAL, "injected fault (daso_unscale)")
+                                     : unscale(d, &found_inf));
+    if (!first && d->scaler.update) d->scaler.update(d->scaler.ctx, found_inf);
   }
   if (found_inf) d->skipped++;
-  else DIST_CHECK(dist_optim_step(d->opt));
-  if (d->has_schedule) DIST_CHECK(dist_optim_schedule_step(d->opt));
+  else if (!first) KEEP(dist_optim_step(d->opt));
+  if (d->has_schedule) KEEP(dist_optim_schedule_step(d->opt)); /* the lr stays in step with the other ranks */
   dist__daso_plan pl;
   int epoch = d->s.epoch, batch = d->s.cur;
   dist__daso_plan_step(&d->s, &pl);
-  dist_status s = run_plan(d, &pl);
-  if (s) return dist__error_context(s, "%s (epoch %d, batch %d)", what, epoch, batch);
+  KEEP(run_plan(d, &pl));
+#undef KEEP
+  if (first) return dist__error(first, "%s (epoch %d, batch %d): %s", what, epoch, batch, why);
   if (pl.global && d->o.verbose >= 1 && batch == d->s.last)
     dist_daso_print0(d, "DASO epoch %d done: global skips %d, local skips %d, batches to wait %d\n", epoch, d->s.gs, d->s.ls,
                      d->s.btw);
@@ -221,6 +271,9 @@ dist_status dist_daso_zero_grad(dist_daso *d) {
   return dist_optim_zero_grad(d->opt);
 }
 
+/* One extra all-reduce per epoch (max of x and -x gives max and min) checks
+ * that every rank is at the same point with the same loss, so that no two
+ * ranks' schedules part ways (which would leave a sender waiting). */
 dist_status dist_daso_epoch_loss_logic(dist_daso *d, double loss, int already_averaged) {
   const char *what = "dist_daso_epoch_loss_logic";
   if (!d) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: DASO is NULL", what);
@@ -230,6 +283,24 @@ dist_status dist_daso_epoch_loss_logic(dist_daso *d, double loss, int already_av
     if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Allreduce (DASO loss)");
     avg /= dist__state.size;
   }
+  double v[7] = {avg, -avg, d->s.epoch, -d->s.epoch, d->s.cur, -d->s.cur, !isfinite(loss)}, mx[7];
+  int rc = MPI_Allreduce(v, mx, 7, MPI_DOUBLE, MPI_MAX, dist__state.world);
+  if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Allreduce (DASO loss check)");
+  if (mx[2] != -mx[3] || mx[4] != -mx[5])
+    return dist__error(DIST_ERR_MISMATCH, "%s: ranks are at different points (epochs %g to %g, batches %g to %g)", what,
+                       -mx[3], mx[2], -mx[5], mx[4]);
+  if (mx[6]) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: the loss is NaN or inf on some rank", what);
+  if (already_averaged && mx[0] != -mx[1])
+    return dist__error(DIST_ERR_MISMATCH, "%s: already_averaged, but the losses differ between ranks (%.17g to %.17g)",
+                       what, -mx[1], mx[0]);
+  if (d->s.cur != 0)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT,
+                       "%s: called at batch %d of epoch %d; call it after the epoch's last batch (set_last_batch)", what,
+                       d->s.cur, d->s.epoch);
+  if (d->logic_epoch == d->s.epoch)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: already called for epoch %d", what, d->s.epoch);
+  avg = mx[0]; /* bit-identical on every rank, whatever the order of the sum */
+  d->logic_epoch = d->s.epoch;
   int before[3] = {d->s.gs, d->s.ls, d->s.btw};
   dist__daso_epoch_end(&d->s, avg);
   if (before[0] != d->s.gs || before[1] != d->s.ls || before[2] != d->s.btw)
@@ -238,16 +309,18 @@ dist_status dist_daso_epoch_loss_logic(dist_daso *d, double loss, int already_av
   return DIST_SUCCESS;
 }
 
+/* The sync in flight is completed but its outcome discarded (logged): every
+ * rank restarts from rank 0's parameters anyway, so reset also recovers from
+ * a failed sync (e.g. a NaN sent). */
 dist_status dist_daso_reset(dist_daso *d) {
   const char *what = "dist_daso_reset";
   if (!d) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: DASO is NULL", what);
-  dist_status s = DIST_SUCCESS;
   int from = d->s.prev_sender;
-  d->s.prev_sender = -1; /* a failed receive must not be retried by a later reset or destroy */
-  if (from >= 0) s = dist__daso_receive(d, from, 0, d->s.pending_btw);
+  d->s.prev_sender = -1;
+  if (from >= 0 && dist__daso_receive(d, from, 0, d->s.pending_btw))
+    dist_log(DIST_LOG_WARN, "%s: the global sync in flight failed and is discarded: %s", what, dist_last_error());
   int last = d->s.last;
-  s = dist__agree(dist__state.world, s, what);
-  if (!s) s = dist_params_broadcast(d->p, 0); /* everyone restarts from rank 0's parameters */
+  dist_status s = dist_params_broadcast(d->p, 0); /* everyone restarts from rank 0's parameters */
   if (!s) s = dist__daso_set_ref(d);
   if (!s) s = dist_optim_reset(d->opt);
   if (!s) s = dist_optim_set_lr(d->opt, d->lr0); /* the schedule restarts from the initial lr */

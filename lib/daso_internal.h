@@ -22,6 +22,7 @@ struct dist_daso {
   int has_scaler;
   dist__daso_sched s;
   int local_sync;
+  int logic_epoch;      /* the epoch epoch_loss_logic last ran for (-1: none) */
   /* global sync buffers (host) */
   int64_t n;            /* parameter elements */
   size_t nbytes;        /* their bytes, each in its own dtype */
@@ -66,5 +67,11 @@ void dist__daso_merge(dist_dtype pt, void *p, void *ref, dist_dtype wt, const vo
  * becomes ref + sum/N. */
 void dist__daso_merge_delta(dist_dtype pt, void *p, void *ref, dist_dtype wt, const void *sum, const void *own_sent,
                             int64_t n, int nodes);
+
+/* ref += sum/N alone, with the merges' arithmetic: a node that cannot merge
+ * a parameter still keeps ref equal to its cross group's. */
+void dist__daso_advance_ref(dist_dtype pt, void *ref, dist_dtype wt, const void *sum, int64_t n, int nodes);
+/* 1 when one of the n wire values is NaN or inf. */
+int dist__daso_wire_bad(dist_dtype wt, const void *wire, int64_t n);
 
 #endif

@@ -48,6 +48,9 @@
       p[k] += avg - own[k];                                                                                        \
       ref[k] = avg;                                                                                                \
     }                                                                                                              \
+  }                                                                                                                \
+  DIST__CLONES static void advance_##TN##_##WN(T *restrict ref, const W *restrict sum, int64_t n, T nodes) {       \
+    for (int64_t k = 0; k < n; k++) ref[k] = ref[k] + (T)UNWIRE_##WN(sum[k]) / nodes;                              \
   }
 
 KERNELS(float, f32, uint16_t, BF16)
@@ -56,6 +59,21 @@ KERNELS(float, f32, float, F32)
 KERNELS(double, f64, uint16_t, BF16)
 KERNELS(double, f64, uint16_t, F16)
 KERNELS(double, f64, float, F32)
+
+/* 1 when a wire value is not finite (an f16 or f32 sum of finite changes
+ * can overflow). */
+#define FINITE(W, WN)                                                                                                \
+  DIST__CLONES static int bad_##WN(const W *restrict wire, int64_t n) {                                            \
+    int bad = 0;                                                                                                   \
+    for (int64_t k = 0; k < n; k++) {                                                                              \
+      float x = UNWIRE_##WN(wire[k]);                                                                              \
+      bad |= !(x - x == 0);                                                                                        \
+    }                                                                                                              \
+    return bad;                                                                                                    \
+  }
+FINITE(uint16_t, BF16)
+FINITE(uint16_t, F16)
+FINITE(float, F32)
 
 /* Dispatch on (parameter type, wire type); callers checked both. An
  * expression, so it serves void and int kernels alike. */
@@ -79,4 +97,12 @@ void dist__daso_merge(dist_dtype pt, void *p, void *ref, dist_dtype wt, const vo
 void dist__daso_merge_delta(dist_dtype pt, void *p, void *ref, dist_dtype wt, const void *sum, const void *own, int64_t n,
                             int nodes) {
   DISPATCH(pt, wt, delta, p, ref, sum, own, n, nodes);
+}
+
+void dist__daso_advance_ref(dist_dtype pt, void *ref, dist_dtype wt, const void *sum, int64_t n, int nodes) {
+  DISPATCH(pt, wt, advance, ref, sum, n, nodes);
+}
+
+int dist__daso_wire_bad(dist_dtype wt, const void *wire, int64_t n) {
+  return wt == DIST_BF16 ? bad_BF16(wire, n) : wt == DIST_F16 ? bad_F16(wire, n) : bad_F32(wire, n);
 }

@@ -155,7 +155,10 @@ dist_status dist__daso_poke(dist_daso *d) {
 }
 
 /* The sender's side: wait for every chunk (Heat waits for one at most),
- * check the flag, merge into the parameters. */
+ * check the flag and the sum, merge into the parameters. ref moves on for
+ * every parameter even when one cannot be merged here (a failed device
+ * copy), so it stays equal across the cross group and later syncs stay
+ * correct; the first failure is returned. */
 static dist_status finish(dist_daso *d, int blocking, int btw) {
   int rc = MPI_Waitall(d->nchunks, d->req, MPI_STATUSES_IGNORE);
   d->inflight = 0;
@@ -170,25 +173,34 @@ static dist_status finish(dist_daso *d, int blocking, int btw) {
                        "DASO global sync: a sent parameter buffer held NaN or inf, or a change beyond %s range, or a rank "
                        "failed to send (on some rank of this cross group); the parameters were not merged",
                        dist_dtype_name(d->o.downcast));
+  if (dist__daso_wire_bad(d->o.downcast, d->wire, d->n)) /* the same sum on every sender: all fail alike */
+    return dist__error(DIST_ERR_INVALID_ARGUMENT,
+                       "DASO global sync: the sum of the sent changes overflows %s; the parameters were not merged",
+                       dist_dtype_name(d->o.downcast));
   /* One node: nothing to average with (daso.h: a no-op). Merging would pull
    * the parameters back towards the stale copy sent, or round them by the
    * downcast; the send above still served to check them for NaN. */
   if (d->nodes == 1) return dist__daso_set_ref(d);
+  dist_status first = DIST_SUCCESS;
+  char why[512] = "";
   size_t off = 0;
   int64_t k0 = 0;
   for (int i = 0; i < d->p->n; i++) {
     dist__param *q = &d->p->p[i];
     void *v, *ref = (char *)d->ref + off;
     const void *sum = (const char *)d->wire + (size_t)k0 * wsize(d);
-    DIST_CHECK(host_view(d, q, &v));
-    if (d->sent && !blocking)
+    dist_status s = dist__fault("daso_merge") ? dist__error(DIST_ERR_INTERNAL, "injected fault (daso_merge)")
+                                              : host_view(d, q, &v);
+    if (s) dist__daso_advance_ref(q->dtype, ref, d->o.downcast, sum, q->numel, d->nodes);
+    else if (d->sent && !blocking)
       dist__daso_merge_delta(q->dtype, v, ref, d->o.downcast, sum, (char *)d->sent + off, q->numel, d->nodes);
     else dist__daso_merge(q->dtype, v, ref, d->o.downcast, sum, q->numel, d->nodes, btw, blocking);
-    DIST_CHECK(write_back(d, q));
+    if (!s) s = write_back(d, q);
+    if (s && !first) first = s, snprintf(why, sizeof why, "DASO merge of parameter '%s': %s", q->name, dist_last_error());
     off += dist__param_bytes(q);
     k0 += q->numel;
   }
-  return DIST_SUCCESS;
+  return first ? dist__error(first, "%s", why) : DIST_SUCCESS;
 }
 
 /* The node waits for its sender's global sync, which takes as long as the

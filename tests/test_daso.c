@@ -377,6 +377,50 @@ static void test_option_errors(void) {
   }
 }
 
+/* Bad input on one rank only: create agrees before any collective that
+ * could wait, so every rank fails (the others naming the rank) instead of
+ * some ranks waiting for the one that gave up. Options that are valid but
+ * differ between ranks would part the ranks' schedules (a sender waiting
+ * for a send never posted): refused on every rank. */
+static void test_one_rank_errors(void) {
+  if (UNEVEN || W == 1) return;
+  model m;
+  if (!model_init(&m, 0.1, 0, NAN)) {
+    model_free(&m);
+    return;
+  }
+  int odd = R == W - 1;
+  dist_daso_options o = DIST_DASO_OPTIONS_INIT;
+  o.total_epochs = 10;
+  dist_daso *d = NULL;
+  dist_status s = dist_daso_create(m.o, odd ? NULL : &o, &d);
+  CALL_FAILS(s, DIST_ERR_INVALID_ARGUMENT, odd ? "options is NULL" : "failed on rank");
+  CHECK(d == NULL);
+  dist_daso_options bad = o;
+  if (odd) bad.stability_level = 2;
+  CALL_FAILS(dist_daso_create(m.o, &bad, &d), DIST_ERR_INVALID_ARGUMENT, odd ? "stability_level" : "failed on rank");
+  const char *fields[] = {"warmup_epochs", "sending_chunk_size", "use_mpi_groups", "downcast", "schedule"};
+  dist_lr_schedule sch = {DIST_LR_EXPONENTIAL, 0, 0.5, NULL, NULL};
+  for (int f = 0; f < 5; f++) {
+    dist_daso_options x = o;
+    if (odd) {
+      if (f == 0) x.warmup_epochs = 1;
+      if (f == 1) x.sending_chunk_size = 7;
+      if (f == 2) x.use_mpi_groups = 0;
+      if (f == 3) x.downcast = DIST_F32;
+      if (f == 4) x.schedule = &sch;
+    }
+    s = dist_daso_create(m.o, &x, &d);
+    if (!CHECK(s == DIST_ERR_MISMATCH && strstr(dist_last_error(), "different options") && d == NULL))
+      fprintf(stderr, "  %s differing: %d '%s'\n", fields[f], (int)s, dist_last_error());
+  }
+  /* verbose may differ (it only decides what rank 0 prints). */
+  dist_daso_options v = o;
+  v.verbose = 0;
+  CALL_OK(dist_daso_create(m.o, &v, &m.d));
+  model_free(&m);
+}
+
 /* ---- agreement after every blocking global sync ------------------------------------- */
 
 #define AG_EPOCHS 5
@@ -653,10 +697,155 @@ static void poison_run(int warmup, int how) {
   model_free(&m); /* nothing in flight: destroy completes */
 }
 
+/* A poisoned send still in flight at reset: reset completes it, discards
+ * the failed outcome (logged) and restarts every rank from rank 0's
+ * parameters, so training goes on. */
+static void test_reset_after_nan(void) {
+  if (UNEVEN) return;
+  dist_daso_options o = DIST_DASO_OPTIONS_INIT;
+  o.total_epochs = 3;
+  o.warmup_epochs = 0;
+  o.cooldown_epochs = 0;
+  model m;
+  if (!model_daso(&m, 0.05, 0, NAN, &o, 6)) {
+    model_free(&m);
+    return;
+  }
+  int victim = NODE == N - 1 && LRANK == 0; /* a sender of batch 0 */
+  CALL_OK(dist_daso_zero_grad(m.d));
+  batch_loss(m.w, m.g, R, 0, 1);
+  CALL_OK(dist_daso_mark_ready(m.d, 1));
+  CALL_OK(dist_daso_mark_ready(m.d, 0));
+  if (victim) m.w[3] = NAN;
+  CALL_OK(dist_daso_step(m.d)); /* sent, flagged: found at the receive */
+  CHECK(state_of(&m).sends_pending == 1);
+  if (victim) m.w[3] = 0;
+  CALL_OK(dist_daso_reset(m.d));
+  CHECK(state_of(&m).sends_pending == 0 && divergence(&m) == 0);
+  for (int b = 0; b < 6; b++) CALL_OK(daso_batch(&m, b, 1, NULL));
+  CHECK(state_of(&m).epoch == 1 && divergence(&m) == 0);
+  model_free(&m);
+}
+
 static void test_nan_blocking(void) { poison_run(1, POISON_NAN); }
 static void test_nan_nonblocking(void) { poison_run(0, POISON_NAN); }
 static void test_fault_blocking(void) { poison_run(1, POISON_FAULT); }
 static void test_fault_nonblocking(void) { poison_run(0, POISON_FAULT); }
+
+/* ---- a failure on one rank before or inside a sync -------------------------------------- */
+
+/* One iteration in which the backward marks both parameters and the step
+ * runs whatever the marks returned (as a training loop that checks only
+ * the step's status would). */
+static dist_status batch_no_early_exit(model *m, int bi) {
+  dist_status s = dist_daso_zero_grad(m->d);
+  batch_loss(m->w, m->g, R, bi, 1);
+  dist_status a = dist_daso_mark_ready(m->d, 1), b = dist_daso_mark_ready(m->d, 0);
+  dist_status t = dist_daso_step(m->d);
+  return s ? s : a ? a : b ? b : t;
+}
+
+/* One rank fails before the global sync of its batch: its gradient copy into
+ * the node's DDP bucket (FAULT_COPY, injected as a failed device copy would
+ * be), or the gradient scaler (FAULT_UNSCALE). Its step must still take part
+ * in the sync, which the other nodes have entered: before the fix the other
+ * nodes waited in it for ever. Blocking (warmup): the sync of batch 1 is an
+ * average of the parameters, so every rank agrees right after it although
+ * one rank missed its step. Non-blocking (cycling: batch 0 sends, batch 1
+ * receives): the failing sender still sends. Either way only the failing
+ * rank (FAULT_UNSCALE) or its node (FAULT_COPY, agreed by the node's DDP
+ * finalize) sees the error, and the epoch's last, blocking, sync leaves all
+ * ranks equal. */
+enum { FAULT_COPY, FAULT_UNSCALE };
+static double unit_scale(void *ctx) { return ((void)ctx, 1.0); }
+
+static void local_failure_run(int warmup, int how) {
+  if (UNEVEN) return;
+  dist_daso_options o = DIST_DASO_OPTIONS_INIT;
+  o.total_epochs = 3;
+  o.warmup_epochs = warmup;
+  o.cooldown_epochs = 0;
+  model m;
+  if (!model_daso(&m, 0.05, 0, NAN, &o, 4)) {
+    model_free(&m);
+    return;
+  }
+  dist_grad_scaler gs = {unit_scale, NULL, NULL};
+  if (how == FAULT_UNSCALE) CALL_OK(dist_daso_add_scaler(m.d, &gs));
+  int victim = R == W - 1, at = warmup ? 1 : 0;
+  for (int b = 0; b < 4; b++) {
+    if (victim && b == at) dist__fault_site = how == FAULT_COPY ? "ddp_copy" : "daso_unscale";
+    dist_status s = batch_no_early_exit(&m, b);
+    int fails = b == at && (how == FAULT_COPY ? NODE == NODE_OF[W - 1] : victim);
+    if (fails) CALL_FAILS(s, DIST_ERR_INTERNAL, NULL);
+    else CALL_OK(s);
+    if (warmup && b == at) CHECK(divergence(&m) == 0); /* the blocking sync ran with the victim */
+  }
+  CHECK(dist__fault_site == NULL);
+  CHECK(state_of(&m).epoch == 1 && state_of(&m).sends_pending == 0);
+  CHECK(divergence(&m) == 0);
+  model_free(&m);
+}
+
+static void test_copy_fault_blocking(void) { local_failure_run(1, FAULT_COPY); }
+static void test_copy_fault_nonblocking(void) { local_failure_run(0, FAULT_COPY); }
+static void test_unscale_fault_blocking(void) { local_failure_run(1, FAULT_UNSCALE); }
+static void test_unscale_fault_nonblocking(void) { local_failure_run(0, FAULT_UNSCALE); }
+
+/* The merge fails on the last node's sender (a failed device copy, injected)
+ * after a correct non-blocking sync: that node's ranks fail at the receive,
+ * the others merge. The failing sender still moves its copy of the group's
+ * agreed parameters (ref) on, so the epoch's last, blocking, sync, which
+ * averages changes since ref, still leaves every rank equal; with a stale
+ * ref there the last node would end elsewhere once that group syncs again. */
+static void test_merge_fault(void) {
+  if (UNEVEN || N == 1) return; /* one node: nothing is merged */
+  dist_daso_options o = DIST_DASO_OPTIONS_INIT;
+  o.total_epochs = 3;
+  o.warmup_epochs = 0;
+  o.cooldown_epochs = 0;
+  o.downcast = DIST_F32;
+  model m;
+  if (!model_daso(&m, 0.05, 0, NAN, &o, 4)) {
+    model_free(&m);
+    return;
+  }
+  int last_node = NODE == N - 1;
+  for (int k = 0; k < 8; k++) { /* two epochs: every cross group sends again after the fault */
+    if (last_node && LRANK == 0 && k == 1) dist__fault_site = "daso_merge";
+    dist_status s = batch_no_early_exit(&m, k % 4);
+    if (k == 1 && last_node) CALL_FAILS(s, DIST_ERR_INTERNAL, LRANK == 0 ? "injected fault (daso_merge)" : "local rank 0");
+    else CALL_OK(s);
+    if (k % 4 == 3) CHECK(divergence(&m) == 0);
+  }
+  CHECK(dist__fault_site == NULL);
+  model_free(&m);
+}
+
+/* The sum of finite f16 changes overflows f16 (2 x 40000 > 65504): an error
+ * on every rank, nothing merged, rather than inf written into the
+ * parameters. Blocking (warmup) sync of batch 0, every node sending +40000. */
+static void test_f16_overflow(void) {
+  if (UNEVEN || N == 1) return;
+  dist_daso_options o = DIST_DASO_OPTIONS_INIT;
+  o.total_epochs = 2;
+  o.warmup_epochs = 1;
+  o.cooldown_epochs = 0;
+  o.downcast = DIST_F16;
+  model m;
+  if (!model_daso(&m, 0.05, 0, 0.0, &o, 2)) {
+    model_free(&m);
+    return;
+  }
+  CALL_OK(dist_daso_zero_grad(m.d));
+  CALL_OK(dist_daso_mark_ready(m.d, 1));
+  CALL_OK(dist_daso_mark_ready(m.d, 0));
+  for (int i = 0; i < NW; i++) m.g[i] = 0;
+  m.w[0] = 40000.0f; /* after the backward: the step leaves it (zero gradient) */
+  CALL_FAILS(dist_daso_step(m.d), DIST_ERR_INVALID_ARGUMENT, "overflows f16");
+  CHECK(m.w[0] == 40000.0f && isfinite(m.w[1]));
+  model_free(&m);
+}
 
 /* ---- gradient scaler --------------------------------------------------------------------- */
 
@@ -775,6 +964,42 @@ static void test_mpi_groups(void) {
   model_free(&b);
 }
 
+/* Calls out of order, each an error naming what was wrong, after which
+ * training goes on: epoch_loss_logic in mid-epoch or twice at one epoch's
+ * end, a NaN loss, set_last_batch behind the current batch, a parameter
+ * marked twice. */
+static void test_wrong_order(void) {
+  if (UNEVEN) return;
+  dist_daso_options o = DIST_DASO_OPTIONS_INIT;
+  o.total_epochs = 6;
+  o.warmup_epochs = 1;
+  o.cooldown_epochs = 0;
+  model m;
+  if (!model_daso(&m, 0.05, 0, NAN, &o, 3)) {
+    model_free(&m);
+    return;
+  }
+  CALL_OK(daso_batch(&m, 0, 1, NULL));
+  CALL_FAILS(dist_daso_epoch_loss_logic(m.d, 1.0, 0), DIST_ERR_INVALID_ARGUMENT, "called at batch 1 of epoch 0");
+  CALL_FAILS(dist_daso_set_last_batch(m.d, 0), DIST_ERR_INVALID_ARGUMENT, "already at batch 1");
+  CALL_OK(dist_daso_zero_grad(m.d));
+  batch_loss(m.w, m.g, R, 1, 1);
+  CALL_OK(dist_daso_mark_ready(m.d, 1));
+  CALL_FAILS(dist_daso_mark_ready(m.d, 1), DIST_ERR_INVALID_ARGUMENT, "lin.bias");
+  CALL_OK(dist_daso_mark_ready(m.d, 0));
+  CALL_OK(dist_daso_step(m.d));
+  CALL_OK(daso_batch(&m, 2, 1, NULL));
+  CHECK(state_of(&m).epoch == 1 && divergence(&m) == 0);
+  CALL_FAILS(dist_daso_epoch_loss_logic(m.d, R == W - 1 ? NAN : 1.0, 0), DIST_ERR_INVALID_ARGUMENT, "NaN");
+  CALL_OK(dist_daso_epoch_loss_logic(m.d, 1.0, 0));
+  CHECK(state_of(&m).global_skips == 4); /* warmup over: cycling */
+  CALL_FAILS(dist_daso_epoch_loss_logic(m.d, 1.0, 0), DIST_ERR_INVALID_ARGUMENT, "already called for epoch 1");
+  CHECK(state_of(&m).global_skips == 4);
+  for (int b = 0; b < 3; b++) CALL_OK(daso_batch(&m, b, 1, NULL));
+  CHECK(state_of(&m).epoch == 2 && divergence(&m) == 0);
+  model_free(&m);
+}
+
 /* ---- epoch logic, reset, schedule -------------------------------------------------------- */
 
 /* One batch per epoch (every step is the epoch's blocking sync), warmup 1:
@@ -814,15 +1039,20 @@ static void test_epoch_logic_and_reset(void) {
   CHECK(st.epoch == 0 && st.batch == 0 && st.global_skips == 0 && st.batches_to_wait == 0 && st.sends_pending == 0);
   CHECK(memcmp(kept, m.w, sizeof kept) == 0); /* parameters kept (they agreed already) */
 
-  /* Already averaged: the value is used as given. Rank 0's is flat, the
-   * others' halve every epoch: their schedules differ (harmless here, every
-   * step is the last batch of its epoch). */
+  /* Already averaged: the value is used as given, and must be the same on
+   * every rank. Rank 0's differs from the others': an error on every rank,
+   * the schedule untouched (else the ranks' schedules would part ways and a
+   * sender would wait for a send never posted). Then all pass one value:
+   * halving every epoch, never a plateau. */
   CALL_OK(daso_batch(&m, 0, 1, NULL)); /* epoch 0 (warmup) after reset */
+  if (W > 1) {
+    CALL_FAILS(dist_daso_epoch_loss_logic(m.d, R == 0 ? 1.0 : 0.5, 1), DIST_ERR_MISMATCH, "losses differ");
+    CHECK(state_of(&m).global_skips == 0);
+  }
   for (int e = 0; e < 4; e++) {
-    double loss = R == 0 ? 1.0 : ldexp(1.0, -e);
-    CALL_OK(dist_daso_epoch_loss_logic(m.d, loss, 1));
+    CALL_OK(dist_daso_epoch_loss_logic(m.d, ldexp(1.0, -e), 1));
     st = state_of(&m);
-    CHECK(st.global_skips == (R == 0 ? flat[e] : improving[e]));
+    CHECK(st.global_skips == improving[e]);
     CALL_OK(daso_batch(&m, 0, 1, NULL));
   }
 
@@ -911,6 +1141,7 @@ static CU_TestInfo merge_tests[] = {
 static CU_TestInfo setup_tests[] = {
     {"node layout (uneven nodes refused)", test_layout},
     {"option errors, NULLs, set_last_batch", test_option_errors},
+    {"errors on one rank only, differing options", test_one_rank_errors},
     CU_TEST_INFO_NULL};
 static CU_TestInfo sync_tests[] = {
     {"agreement after blocking syncs, bf16", test_agree_bf16},
@@ -922,7 +1153,14 @@ static CU_TestInfo sync_tests[] = {
     {"NaN sent in a non-blocking sync", test_nan_nonblocking},
     {"failed pack in a blocking sync", test_fault_blocking},
     {"failed pack in a non-blocking sync", test_fault_nonblocking},
+    {"reset after a NaN sent", test_reset_after_nan},
     {"use_mpi_groups 0 == 1", test_mpi_groups},
+    {"copy fault before a blocking sync", test_copy_fault_blocking},
+    {"copy fault before a non-blocking sync", test_copy_fault_nonblocking},
+    {"unscale fault before a blocking sync", test_unscale_fault_blocking},
+    {"unscale fault before a non-blocking sync", test_unscale_fault_nonblocking},
+    {"merge fault on one node", test_merge_fault},
+    {"f16 sum overflow", test_f16_overflow},
     CU_TEST_INFO_NULL};
 static CU_TestInfo train_tests[] = {
     {"regression: DASO loss within 5% of DDP", test_converges_like_ddp},
@@ -930,6 +1168,7 @@ static CU_TestInfo train_tests[] = {
     {"one node: DASO == DDP", test_one_node_is_ddp},
     {"gradient scaler", test_scaler},
     {"epoch_loss_logic and reset", test_epoch_logic_and_reset},
+    {"calls out of order", test_wrong_order},
     {"reset with a send in flight", test_reset_in_flight},
     {"lr schedule per step", test_schedule},
     CU_TEST_INFO_NULL};

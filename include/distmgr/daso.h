@@ -45,6 +45,16 @@
  *   cannot pack (e.g. a failed device copy) sends the same flag, so its
  *   group fails at the receive instead of waiting for it.
  * - The previous send still in flight is received before a new one starts.
+ * - A sum of sent changes that overflows the wire type (f16: 2 x 40000) is
+ *   an error on every rank of the group, and nothing is merged.
+ * - Failures never leave other ranks waiting. create agrees over the world
+ *   (one rank's NULL or bad option fails every rank) and refuses options
+ *   that differ between ranks (DIST_ERR_MISMATCH; verbose may differ). A
+ *   step whose local part fails (DDP finalize, the scaler, the optimizer)
+ *   still runs this batch's sync with the rank's unstepped parameters and
+ *   returns the error. A node that cannot merge a received sync (a failed
+ *   device copy) fails that step but keeps its copy of the group's agreed
+ *   parameters in step, so later syncs stay correct.
  *
  * Merge option. Heat's formula (the default) keeps only 2*btw/(N + 2*btw)
  * of what a rank trained since it sent: with btw = 1 and 2 nodes half of
@@ -105,15 +115,21 @@ dist_status dist_daso_create(dist_optim *opt, const dist_daso_options *o, dist_d
 dist_status dist_daso_set_last_batch(dist_daso *d, int last_batch); /* batches per epoch - 1 */
 dist_status dist_daso_mark_ready(dist_daso *d, int index);         /* backward hook; local */
 /* Local optimizer step, then the local / global synchronisation of this batch.
- * Collective over the world. */
+ * Collective over the world. The sync runs even when the local part failed;
+ * the first error is returned. */
 dist_status dist_daso_step(dist_daso *d);
 dist_status dist_daso_zero_grad(dist_daso *d);
 /* End of epoch: average the loss over the world (unless already_averaged),
- * run the phase and plateau logic. Collective. */
+ * run the phase and plateau logic. Collective. Errors on every rank, with the
+ * schedule unchanged: called mid-epoch or twice for one epoch, ranks at
+ * different batches, a NaN or inf loss, or already_averaged losses that
+ * differ between ranks (their schedules would part ways). */
 dist_status dist_daso_epoch_loss_logic(dist_daso *d, double loss, int already_averaged);
 /* Back to the state after create (epoch 0, warmup, plateau forgotten, local
  * optimizer state cleared, lr and schedule restarted); parameters are kept,
- * as rank 0 holds them, so that all ranks restart identical. Collective. */
+ * as rank 0 holds them, so that all ranks restart identical. A sync in
+ * flight is completed and its outcome discarded (logged as a warning): reset
+ * also recovers from a failed sync. Collective. */
 dist_status dist_daso_reset(dist_daso *d);
 dist_status dist_daso_add_scaler(dist_daso *d, const dist_grad_scaler *s); /* NULL removes */
 /* printf on world rank 0 when verbose. */
