@@ -3,10 +3,12 @@
  * forward. Both modes run the same non-blocking reduction (blocking mode
  * waits at once), so they agree bit for bit: MPI may pick different
  * summation orders for MPI_Allreduce and MPI_Iallreduce. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
+#include "fault.h"
 #include "memops.h"
 #include "params_internal.h"
 
@@ -23,7 +25,10 @@ struct dist_dpo {
   unsigned char *inflight; /* per parameter */
   unsigned char *handed;   /* grad_ready since the last step */
   unsigned char *due;      /* per layer */
+  unsigned char *to_step;  /* per parameter: its update is due (non-blocking) */
   int ndue;
+  dist_status failed;      /* the first gradient that could not be handed this iteration */
+  char why[256];
 };
 
 static void free_dpo(dist_dpo *d) {
@@ -35,6 +40,7 @@ static void free_dpo(dist_dpo *d) {
   free(d->inflight);
   free(d->handed);
   free(d->due);
+  free(d->to_step);
   free(d->layer_of);
   free(d);
 }
@@ -46,25 +52,29 @@ dist_status dist_dpo_create(dist_optim *opt, int blocking, dist_dpo **out) {
   DIST_CHECK(dist__params_check(p, what));
   dist__group *g;
   DIST_CHECK(dist__params_group(p, what, &g));
+  /* From here on every failure goes into the agreement below: a rank that
+   * returned early would leave the others waiting in it. */
   dist_status s = (blocking == 0 || blocking == 1)
                       ? DIST_SUCCESS
                       : dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: blocking = %d must be 0 or 1", what, blocking);
-  dist_dpo *d = calloc(1, sizeof *d);
-  if (!d) return dist__error(DIST_ERR_NO_MEMORY, "%s", what);
   int n = p->n;
-  d->opt = opt;
-  d->p = p;
-  d->g = g;
-  d->blocking = blocking;
-  d->nlayers = n;
-  d->layer_of = malloc(sizeof(int) * (size_t)(n + 1));
-  d->avg = calloc((size_t)n + 1, sizeof *d->avg);
-  d->pend = calloc((size_t)n + 1, sizeof *d->pend);
-  d->be = calloc((size_t)n + 1, sizeof *d->be);
-  d->inflight = calloc((size_t)n + 1, 1);
-  d->handed = calloc((size_t)n + 1, 1);
-  d->due = calloc((size_t)n + 1, 1);
-  if (!d->layer_of || !d->avg || !d->pend || !d->be || !d->inflight || !d->handed || !d->due)
+  dist_dpo *d = calloc(1, sizeof *d);
+  if (d) {
+    d->opt = opt;
+    d->p = p;
+    d->g = g;
+    d->blocking = blocking;
+    d->nlayers = n;
+    d->layer_of = malloc(sizeof(int) * (size_t)(n + 1));
+    d->avg = calloc((size_t)n + 1, sizeof *d->avg);
+    d->pend = calloc((size_t)n + 1, sizeof *d->pend);
+    d->be = calloc((size_t)n + 1, sizeof *d->be);
+    d->inflight = calloc((size_t)n + 1, 1);
+    d->handed = calloc((size_t)n + 1, 1);
+    d->due = calloc((size_t)n + 1, 1);
+    d->to_step = calloc((size_t)n + 1, 1);
+  }
+  if (!d || !d->layer_of || !d->avg || !d->pend || !d->be || !d->inflight || !d->handed || !d->due || !d->to_step)
     s = s ? s : dist__error(DIST_ERR_NO_MEMORY, "%s", what);
   for (int i = 0; i < n && !s; i++) {
     const dist__param *q = &p->p[i];
@@ -78,7 +88,7 @@ dist_status dist_dpo_create(dist_optim *opt, int blocking, dist_dpo **out) {
   s = dist__agree_status_hash(g->comm, s, dist__hash(DIST__HASH_SEED, &blocking, sizeof blocking), what);
   if (s == DIST_ERR_MISMATCH) s = dist__error(s, "%s: ranks disagree on blocking", what);
   if (s) {
-    free_dpo(d);
+    if (d) free_dpo(d);
     return s;
   }
   p->users++;
@@ -113,13 +123,23 @@ dist_status dist_dpo_set_layers(dist_dpo *d, const int *layer_of, int nlayers) {
   return DIST_SUCCESS;
 }
 
+/* Start parameter i's sum. A gradient that cannot be copied (a failed
+ * device copy) is still summed, as zeros where they can be written, so that
+ * the other ranks' collective completes; the failure is kept for step. */
 static dist_status start(dist_dpo *d, int i) {
   const dist__param *q = &d->p->p[i];
   size_t bytes = dist__param_bytes(q);
-  DIST_CHECK(dist__mem_copy2d(q->memory, d->avg[i], bytes, q->grad, bytes, bytes, 1));
+  dist_status prep = dist__fault("dpo_copy") ? dist__error(DIST_ERR_INTERNAL, "injected fault (dpo_copy)")
+                                             : dist__mem_copy2d(q->memory, d->avg[i], bytes, q->grad, bytes, bytes, 1);
+  char why[sizeof d->why] = "";
+  if (prep) {
+    snprintf(why, sizeof why, "parameter '%s': %s", q->name, dist_last_error());
+    if (!d->failed) d->failed = prep, memcpy(d->why, why, sizeof why);
+    dist__mem_zero(q->memory, d->avg[i], bytes);
+  }
   DIST_CHECK(d->be[i]->all_reduce(d->g, d->avg[i], d->avg[i], (size_t)q->numel, q->dtype, DIST_SUM, &d->pend[i]));
   d->inflight[i] = 1;
-  return DIST_SUCCESS;
+  return prep ? dist__error(prep, "%s", why) : DIST_SUCCESS;
 }
 
 /* Wait for parameter i's sum and divide: avg[i] holds the average. */
@@ -142,12 +162,12 @@ static dist_status land_into_grad(dist_dpo *d, int i) {
 /* Non-blocking mode: step from the average without writing the grad buffer,
  * which by now may hold the next iteration's gradient (zero_grad and the
  * next backward can run before the update lands). */
-static dist_status land_and_step(dist_dpo *d, int i) {
+static dist_status step_from_avg(dist_dpo *d, int i) {
   dist__param *q = &d->p->p[i];
-  DIST_CHECK(land(d, i));
   void *grad = q->grad;
   q->grad = d->avg[i];
-  dist_status s = dist_optim_step_param(d->opt, i);
+  dist_status s = dist__fault("dpo_step") ? dist__error(DIST_ERR_INTERNAL, "injected fault (dpo_step)")
+                                           : dist_optim_step_param(d->opt, i);
   q->grad = grad;
   return s;
 }
@@ -163,9 +183,23 @@ dist_status dist_dpo_grad_ready(dist_dpo *d, int i) {
     return dist__error(DIST_ERR_INVALID_ARGUMENT,
                        "%s: layer %d of parameter '%s' still has last step's update due (call dist_dpo_before_forward "
                        "before its forward, or dist_dpo_flush)", what, d->layer_of[i], d->p->p[i].name);
-  DIST_CHECK(start(d, i));
+  dist_status s = start(d, i);
+  if (!d->inflight[i]) return s; /* not posted: nothing was handed */
   d->handed[i] = 1;
-  return d->blocking ? land_into_grad(d, i) : DIST_SUCCESS;
+  if (!d->blocking) return s;
+  dist_status landed = land_into_grad(d, i); /* after a failed copy too: the sum is collective */
+  return landed ? landed : s;
+}
+
+/* Every rank learns whether some gradient was lost this iteration
+ * (DIST_VERIFY=1, one small all-reduce), so that all skip the update alike;
+ * without it only the rank that failed knows. */
+static dist_status iteration_status(dist_dpo *d) {
+  dist_status mine = d->failed;
+  d->failed = DIST_SUCCESS;
+  if (mine) mine = dist__error(mine, "dist_dpo_step: a gradient could not be handed this iteration: %s", d->why);
+  if (!dist__state.settings.verify) return mine;
+  return dist__agree(d->g->comm, mine, "dist_dpo_step (a gradient could not be handed)");
 }
 
 dist_status dist_dpo_step(dist_dpo *d) {
@@ -176,20 +210,37 @@ dist_status dist_dpo_step(dist_dpo *d) {
       return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: parameter %d '%s' was not handed to dist_dpo_grad_ready since the "
                          "last step", what, i, d->p->p[i].name);
   memset(d->handed, 0, (size_t)d->p->n);
+  dist_status s = iteration_status(d);
+  if (s) { /* the averages are wrong: no update from them, on any rank that knows */
+    for (int i = 0; i < d->p->n; i++) land(d, i);
+    return s;
+  }
   if (d->blocking) return dist_optim_step(d->opt);
   for (int l = 0; l < d->nlayers; l++) d->due[l] = 1;
+  memset(d->to_step, 1, (size_t)d->p->n);
   d->ndue = d->nlayers;
   return DIST_SUCCESS;
 }
 
+/* Each parameter's update is applied once: a call that failed partway can
+ * be repeated (or flushed) without stepping any parameter twice. A failed
+ * wait drops that parameter's update (its average is lost) and says so. */
 dist_status dist_dpo_before_forward(dist_dpo *d, int layer) {
   const char *what = "dist_dpo_before_forward";
   if (!d) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: optimizer is NULL", what);
   if (layer < 0 || layer >= d->nlayers)
     return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: layer %d not in [0, %d)", what, layer, d->nlayers);
   if (!d->due[layer]) return DIST_SUCCESS;
-  for (int i = 0; i < d->p->n; i++)
-    if (d->layer_of[i] == layer) DIST_CHECK(land_and_step(d, i));
+  for (int i = 0; i < d->p->n; i++) {
+    if (d->layer_of[i] != layer || !d->to_step[i]) continue;
+    dist_status s = land(d, i);
+    if (s) { /* the average is lost: this parameter keeps its value */
+      d->to_step[i] = 0;
+      return dist__error_context(s, "%s: update of '%s' dropped", what, d->p->p[i].name);
+    }
+    DIST_CHECK(step_from_avg(d, i)); /* a retry steps it from the same average */
+    d->to_step[i] = 0;
+  }
   d->due[layer] = 0;
   d->ndue--;
   return DIST_SUCCESS;

@@ -2,3 +2,4 @@
 #include "fault.h"
 
 const char *dist__fault_site = NULL;
+int dist__fault_skip = 0;

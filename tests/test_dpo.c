@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "cunit_mpi.h"
+#include "fault.h" /* dist__fault_site: fail one copy or step on purpose */
 
 static int W, R; /* world size and rank */
 
@@ -544,6 +545,96 @@ static void test_destroy_flushes(void) {
   net_free(&b);
 }
 
+/* One rank cannot copy a gradient (fc2.weight, injected as a failed device
+ * copy would be). Its sum is still posted (zeros from that rank), so nobody
+ * waits; with DIST_VERIFY=1 (the default) step fails on every rank and no
+ * rank updates from the wrong averages: the parameters stay as they were,
+ * bit for bit. The next iteration is normal and every rank agrees. */
+static void copy_fault(int blocking) {
+  fixture f = fix_new(blocking);
+  if (!f.d) {
+    fix_free(&f);
+    return;
+  }
+  hook hk = {f.d, NULL, !blocking};
+  CALL_OK(dist_dpo_zero_grad(f.d));
+  pass(&f.m, 0, R, R + 1, &hk);
+  CALL_OK(dist_dpo_step(f.d));
+  CALL_OK(dist_dpo_flush(f.d));
+  net before = net_new(0);
+  for (int i = 0; i < NP; i++) memcpy(before.w[i], f.m.w[i], sizeof(float) * (size_t)NUMEL[i]);
+
+  CALL_OK(dist_dpo_zero_grad(f.d));
+  pass(&f.m, 1, R, R + 1, NULL);
+  const int order[NP] = {D, V, C, U};
+  for (int k = 0; k < NP; k++) {
+    if (order[k] == V && R == W - 1) dist__fault_site = "dpo_copy";
+    dist_status s = dist_dpo_grad_ready(f.d, order[k]);
+    if (order[k] == V && R == W - 1) CALL_FAILS(s, DIST_ERR_INTERNAL, "'fc2.weight': injected fault (dpo_copy)");
+    else CALL_OK(s);
+  }
+  CHECK(dist__fault_site == NULL);
+  CALL_FAILS(dist_dpo_step(f.d), DIST_ERR_INTERNAL, R == W - 1 ? "could not be handed" : "failed on rank");
+  CHECK(dist_dpo_pending(f.d) == 0);
+  CALL_OK(dist_dpo_flush(f.d));
+  CHECK(same_bits(&f.m, &before));
+
+  CALL_OK(dist_dpo_zero_grad(f.d));
+  pass(&f.m, 2, R, R + 1, &hk);
+  CALL_OK(dist_dpo_step(f.d));
+  CALL_OK(dist_dpo_flush(f.d));
+  double dv = -1;
+  CALL_OK(dist_params_max_divergence(f.p, &dv));
+  CHECK(dv == 0 && !same_bits(&f.m, &before));
+  net_free(&before);
+  fix_free(&f);
+}
+
+static void test_copy_fault_blocking(void) { copy_fault(1); }
+static void test_copy_fault_nonblocking(void) { copy_fault(0); }
+
+/* before_forward fails partway through a layer (fc1.weight stepped, then
+ * fc1.bias's step fails, injected) and is called again: every parameter is
+ * updated exactly once, so the run still equals blocking mode bit for bit. */
+static void test_retry_before_forward(void) {
+  net a = net_new(41), b = net_new(41);
+  dist_params *pa = params_of(&a), *pb = params_of(&b);
+  dist_optim *oa = optim_of(pa, 0, 0.05), *ob = optim_of(pb, 0, 0.05);
+  dist_dpo *da = NULL, *db = NULL;
+  CALL_OK(dist_dpo_create(oa, 0, &da));
+  CALL_OK(dist_dpo_create(ob, 1, &db));
+  if (da && db) {
+    CALL_OK(dist_dpo_set_layers(da, GROUPED, 2));
+    hook ha = {da, GROUPED, 1}, hb = {db, NULL, 0};
+    for (int it = 0; it < 3; it++) {
+      if (it == 2) {
+        dist__fault_site = "dpo_step";
+        dist__fault_skip = 1; /* fc1.weight steps, fc1.bias fails */
+        CALL_FAILS(dist_dpo_before_forward(da, 0), DIST_ERR_INTERNAL, "injected fault (dpo_step)");
+        CHECK(dist__fault_site == NULL && dist_dpo_pending(da) == 2);
+        CALL_OK(dist_dpo_before_forward(da, 0));
+        CHECK(dist_dpo_pending(da) == 1);
+      }
+      CALL_OK(dist_dpo_zero_grad(da));
+      pass(&a, it, R, R + 1, &ha);
+      CALL_OK(dist_dpo_step(da));
+      CALL_OK(dist_dpo_zero_grad(db));
+      pass(&b, it, R, R + 1, &hb);
+      CALL_OK(dist_dpo_step(db));
+    }
+    CALL_OK(dist_dpo_flush(da));
+    CHECK(same_bits(&a, &b));
+  }
+  dist_dpo_destroy(da);
+  dist_dpo_destroy(db);
+  dist_optim_destroy(oa);
+  dist_optim_destroy(ob);
+  dist_params_destroy(pa);
+  dist_params_destroy(pb);
+  net_free(&a);
+  net_free(&b);
+}
+
 static CU_TestInfo bits_tests[] = {
     {"sgd momentum, one layer per parameter", test_bits_sgd},
     {"adam, one layer per parameter", test_bits_adam},
@@ -561,6 +652,9 @@ static CU_TestInfo error_tests[] = {
     {"layer maps", test_layer_maps},
     {"pending count", test_pending},
     {"destroy flushes", test_destroy_flushes},
+    {"failed copy on one rank, blocking", test_copy_fault_blocking},
+    {"failed copy on one rank, non-blocking", test_copy_fault_nonblocking},
+    {"before_forward retried after a partial failure", test_retry_before_forward},
     CU_TEST_INFO_NULL};
 
 static CU_SuiteInfo suites[] = {{"non-blocking == blocking", NULL, NULL, NULL, NULL, bits_tests},

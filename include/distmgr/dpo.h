@@ -40,13 +40,21 @@ dist_status dist_dpo_create(dist_optim *opt, int blocking, dist_dpo **out);
  * Local; not while updates are pending. */
 dist_status dist_dpo_set_layers(dist_dpo *d, const int *layer_of, int nlayers);
 /* Backward hook: the gradient of `index` is final. Collective over the group
- * in both modes: all ranks call it for the same parameters in the same order. */
+ * in both modes: all ranks call it for the same parameters in the same order.
+ * A gradient that cannot be copied (a failed device copy) is an error here,
+ * but its sum is still posted (this rank contributing zeros), so the other
+ * ranks do not wait; step reports it again. */
 dist_status dist_dpo_grad_ready(dist_dpo *d, int index);
 /* Blocking: step now. Non-blocking: mark an update as due (every parameter
- * must have been handed to grad_ready since the last step). */
+ * must have been handed to grad_ready since the last step). If a gradient
+ * could not be handed this iteration, the averages are wrong: with
+ * DIST_VERIFY=1 (default; one small all-reduce) every rank's step fails and
+ * none updates; with DIST_VERIFY=0 only the rank that failed knows and skips
+ * its update. */
 dist_status dist_dpo_step(dist_dpo *d);
 /* Non-blocking: finish `layer`'s due update before its forward (no-op when
- * none is due; in blocking mode always a no-op). Local. */
+ * none is due; in blocking mode always a no-op). Local. After a failure it
+ * may be called again: parameters already updated are not updated twice. */
 dist_status dist_dpo_before_forward(dist_dpo *d, int layer);
 /* Complete every due update. Local. */
 dist_status dist_dpo_flush(dist_dpo *d);
