@@ -74,10 +74,13 @@ static void free_daso(dist_daso *d) {
  * checks on each node, and the schedule's function pointers, which differ
  * between processes, are left out). */
 static uint64_t options_hash(const dist_daso_options *o) {
+  const dist_lr_schedule *sc = o->schedule;
+  int kind = sc ? 1 + (int)sc->kind : 0;
   const int64_t v[] = {o->total_epochs, o->warmup_epochs, o->cooldown_epochs, o->max_global_skips, o->sending_chunk_size,
-                       o->downcast, o->use_mpi_groups, o->skip_reduction_factor, o->local_skip_factor, o->merge,
-                       o->schedule ? 1 + (int64_t)o->schedule->kind : 0, o->schedule ? o->schedule->step_size : 0};
-  const double f[] = {o->stability_level, o->schedule ? o->schedule->gamma : 0};
+                       o->downcast, o->use_mpi_groups, o->skip_reduction_factor, o->local_skip_factor, o->merge, kind,
+                       sc && sc->kind == DIST_LR_STEP ? sc->step_size : 0};
+  const double f[] = {o->stability_level,
+                      sc && (sc->kind == DIST_LR_STEP || sc->kind == DIST_LR_EXPONENTIAL) ? sc->gamma : 0};
   return dist__hash(dist__hash(DIST__HASH_SEED, v, sizeof v), f, sizeof f);
 }
 
@@ -277,22 +280,27 @@ dist_status dist_daso_zero_grad(dist_daso *d) {
 dist_status dist_daso_epoch_loss_logic(dist_daso *d, double loss, int already_averaged) {
   const char *what = "dist_daso_epoch_loss_logic";
   if (!d) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: DASO is NULL", what);
-  double avg = loss;
-  if (!already_averaged) {
-    int rc = MPI_Allreduce(&loss, &avg, 1, MPI_DOUBLE, MPI_SUM, dist__state.world);
-    if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Allreduce (DASO loss)");
-    avg /= dist__state.size;
-  }
-  double v[7] = {avg, -avg, d->s.epoch, -d->s.epoch, d->s.cur, -d->s.cur, !isfinite(loss)}, mx[7];
-  int rc = MPI_Allreduce(v, mx, 7, MPI_DOUBLE, MPI_MAX, dist__state.world);
+  /* Both all-reduces run whatever already_averaged says, so that ranks
+   * passing different values still call the same collectives. */
+  double avg = 0;
+  int rc = MPI_Allreduce(&loss, &avg, 1, MPI_DOUBLE, MPI_SUM, dist__state.world);
+  if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Allreduce (DASO loss)");
+  if (already_averaged) avg = loss;
+  else avg /= dist__state.size;
+  int aa = already_averaged != 0;
+  double v[9] = {avg, -avg, d->s.epoch, -d->s.epoch, d->s.cur, -d->s.cur, !isfinite(loss), aa, -aa}, mx[9];
+  rc = MPI_Allreduce(v, mx, 9, MPI_DOUBLE, MPI_MAX, dist__state.world);
   if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Allreduce (DASO loss check)");
   if (mx[2] != -mx[3] || mx[4] != -mx[5])
     return dist__error(DIST_ERR_MISMATCH, "%s: ranks are at different points (epochs %g to %g, batches %g to %g)", what,
                        -mx[3], mx[2], -mx[5], mx[4]);
+  if (mx[7] != -mx[8]) return dist__error(DIST_ERR_MISMATCH, "%s: ranks passed different already_averaged", what);
   if (mx[6]) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: the loss is NaN or inf on some rank", what);
   if (already_averaged && mx[0] != -mx[1])
     return dist__error(DIST_ERR_MISMATCH, "%s: already_averaged, but the losses differ between ranks (%.17g to %.17g)",
                        what, -mx[1], mx[0]);
+  if (d->s.epoch == 0 && d->s.cur == 0)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: no epoch has ended yet (call it after each epoch's last batch)", what);
   if (d->s.cur != 0)
     return dist__error(DIST_ERR_INVALID_ARGUMENT,
                        "%s: called at batch %d of epoch %d; call it after the epoch's last batch (set_last_batch)", what,
@@ -325,12 +333,15 @@ dist_status dist_daso_reset(dist_daso *d) {
   if (!s) s = dist_optim_reset(d->opt);
   if (!s) s = dist_optim_set_lr(d->opt, d->lr0); /* the schedule restarts from the initial lr */
   if (!s && d->has_schedule) s = dist_optim_set_schedule(d->opt, &d->schedule);
-  if (!s && d->local_sync == 0) s = dist_ddp_set_sync(d->ddp, 1);
-  DIST_CHECK(s);
+  int still_off = d->local_sync == 0 && dist_ddp_set_sync(d->ddp, 1); /* fails only with marks pending */
+  if (still_off && !s) s = DIST_ERR_INVALID_ARGUMENT;
+  /* The schedule restarts on every rank, failed or not, so that the ranks'
+   * plans stay the same; every rank learns of a failure. */
   init_schedule(d);
+  if (still_off) d->local_sync = 0;
   d->s.last = last;
   d->skipped = 0;
-  return DIST_SUCCESS;
+  return dist__agree(dist__state.world, s, what);
 }
 
 dist_status dist_daso_add_scaler(dist_daso *d, const dist_grad_scaler *sc) {

@@ -155,11 +155,11 @@ dist_status dist__daso_poke(dist_daso *d) {
 }
 
 /* The sender's side: wait for every chunk (Heat waits for one at most),
- * check the flag and the sum, merge into the parameters. ref moves on for
- * every parameter even when one cannot be merged here (a failed device
- * copy), so it stays equal across the cross group and later syncs stay
- * correct; the first failure is returned. */
-static dist_status finish(dist_daso *d, int blocking, int btw) {
+ * check the flag and the sum, merge into the parameters. Once merging
+ * starts (*merged), ref moves on for every parameter even when one cannot
+ * be merged here (a failed device copy), so it stays equal across the cross
+ * group; the first failure is returned. */
+static dist_status finish(dist_daso *d, int blocking, int btw, int *merged) {
   int rc = MPI_Waitall(d->nchunks, d->req, MPI_STATUSES_IGNORE);
   d->inflight = 0;
   if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Waitall (DASO parameters)");
@@ -181,6 +181,7 @@ static dist_status finish(dist_daso *d, int blocking, int btw) {
    * the parameters back towards the stale copy sent, or round them by the
    * downcast; the send above still served to check them for NaN. */
   if (d->nodes == 1) return dist__daso_set_ref(d);
+  *merged = 1;
   dist_status first = DIST_SUCCESS;
   char why[512] = "";
   size_t off = 0;
@@ -207,9 +208,9 @@ static dist_status finish(dist_daso *d, int blocking, int btw) {
  * link does: wait without spinning, so that the sender and the network
  * stack get the cores (bench/daso, 4 ranks on 2 cores: blocking syncs 11 %
  * faster). A 50 us nap is noise against a sync of milliseconds. */
-static int quiet_bcast(int *code, int root, MPI_Comm comm) {
+static int quiet_bcast(int *v, int n, int root, MPI_Comm comm) {
   MPI_Request q;
-  int rc = MPI_Ibcast(code, 1, MPI_INT, root, comm, &q), done = 0;
+  int rc = MPI_Ibcast(v, n, MPI_INT, root, comm, &q), done = 0;
   while (rc == MPI_SUCCESS && (rc = MPI_Test(&q, &done, MPI_STATUS_IGNORE)) == MPI_SUCCESS && !done) {
     struct timespec nap = {0, 50000};
     nanosleep(&nap, NULL);
@@ -217,23 +218,38 @@ static int quiet_bcast(int *code, int root, MPI_Comm comm) {
   return rc;
 }
 
+/* My copy of the group's agreed parameters from the node's sender, in
+ * pieces that fit MPI's int count. */
+static dist_status bcast_ref(dist_daso *d, int sender) {
+  const size_t piece = (size_t)1 << 30;
+  for (size_t off = 0; off < d->nbytes; off += piece) {
+    size_t len = d->nbytes - off < piece ? d->nbytes - off : piece;
+    int rc = MPI_Bcast((char *)d->ref + off, (int)len, MPI_BYTE, sender, d->local->comm);
+    if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Bcast (DASO agreed parameters)");
+  }
+  return DIST_SUCCESS;
+}
+
 dist_status dist__daso_receive(dist_daso *d, int sender, int blocking, int btw) {
   dist_status s = DIST_SUCCESS;
-  if (d->lrank == sender) s = d->inflight ? finish(d, blocking, btw) : dist__error(DIST_ERR_INTERNAL, "DASO: nothing to receive");
+  int merged = 0;
+  if (d->lrank == sender)
+    s = d->inflight ? finish(d, blocking, btw, &merged) : dist__error(DIST_ERR_INTERNAL, "DASO: nothing to receive");
   /* The sender's outcome reaches its node first, so no rank waits for a
-   * broadcast that will not come. */
-  int code = (int)s;
-  int rc = quiet_bcast(&code, sender, d->local->comm);
+   * broadcast that will not come: the status, and whether the merge ran
+   * (then the node follows the sender even if part of it failed there). */
+  char why[512] = "";
+  if (s) snprintf(why, sizeof why, "%s", dist_last_error());
+  int st[2] = {(int)s, merged};
+  int rc = quiet_bcast(st, 2, sender, d->local->comm);
   if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Ibcast (DASO status)");
-  if (code) {
-    /* The sender's reason too (e.g. the NaN), not just the code. */
-    char why[512] = "";
-    if (d->lrank == sender) snprintf(why, sizeof why, "%s", dist_last_error());
+  if (st[0]) { /* the sender's reason too (e.g. the NaN), not just the code */
     rc = MPI_Bcast(why, (int)sizeof why, MPI_CHAR, sender, d->local->comm);
-    if (s) return s;
-    if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Bcast (DASO status)");
+    if (rc != MPI_SUCCESS && !s) return dist__mpi_error(rc, "MPI_Bcast (DASO status)");
     why[sizeof why - 1] = '\0';
-    return dist__error((dist_status)code, "DASO global sync failed on local rank %d of this node: %s", sender, why);
+    if (!st[1]) return s ? dist__error(s, "%s", why)
+                         : dist__error((dist_status)st[0], "DASO global sync failed on local rank %d of this node: %s",
+                                       sender, why);
   }
   for (int i = 0; i < d->p->n && d->lsize > 1; i++) {
     dist__param *q = &d->p->p[i];
@@ -243,7 +259,12 @@ dist_status dist__daso_receive(dist_daso *d, int sender, int blocking, int btw) 
   }
   /* After a blocking sync every rank holds the same parameters: all groups
    * restart their changes from there (else a group that did not send would
-   * round a change spanning many batches). Non-blocking: only the sending
-   * group's ref moved. */
-  return blocking ? dist__daso_set_ref(d) : DIST_SUCCESS;
+   * round a change spanning many batches). If the sender's merge failed
+   * partly, its parameters are not the agreed ones, but its ref is: the
+   * node takes that, so the next sync's average is right everywhere.
+   * Non-blocking: only the sending group's ref moved. */
+  dist_status r = !blocking ? DIST_SUCCESS : st[0] ? bcast_ref(d, sender) : dist__daso_set_ref(d);
+  if (!st[0]) return r;
+  return s ? dist__error(s, "%s", why)
+           : dist__error((dist_status)st[0], "DASO global sync failed on local rank %d of this node: %s", sender, why);
 }

@@ -172,6 +172,34 @@ static dist_status step_from_avg(dist_dpo *d, int i) {
   return s;
 }
 
+/* Keep the first failure of the iteration for step (and its agreement). */
+static void note_failure(dist_dpo *d, dist_status s) {
+  if (s && !d->failed) d->failed = s, snprintf(d->why, sizeof d->why, "%s", dist_last_error());
+}
+
+/* A layer handed its next gradient while last step's update is still due
+ * (the caller skipped before_forward): apply that update now, or drop it if
+ * it cannot be applied (then step fails), so that this gradient's sum can
+ * still be posted: the other ranks post theirs. */
+static dist_status settle_due(dist_dpo *d, int i) {
+  int l = d->layer_of[i];
+  dist_status s = dist_dpo_before_forward(d, l);
+  if (s) {
+    note_failure(d, s);
+    for (int k = 0; k < d->p->n; k++)
+      if (d->layer_of[k] == l) {
+        if (d->inflight[k]) land(d, k);
+        d->to_step[k] = 0;
+      }
+    d->due[l] = 0;
+    d->ndue--;
+  }
+  return dist__error(s ? s : DIST_ERR_INVALID_ARGUMENT,
+                     "dist_dpo_grad_ready: layer %d of parameter '%s' still had last step's update due (call "
+                     "dist_dpo_before_forward before its forward, or dist_dpo_flush): %s",
+                     l, d->p->p[i].name, s ? d->why : "applied now");
+}
+
 dist_status dist_dpo_grad_ready(dist_dpo *d, int i) {
   const char *what = "dist_dpo_grad_ready";
   if (!d) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: optimizer is NULL", what);
@@ -179,16 +207,19 @@ dist_status dist_dpo_grad_ready(dist_dpo *d, int i) {
   if (d->handed[i])
     return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: parameter %d '%s' handed twice before a step", what, i,
                        d->p->p[i].name);
-  if (d->due[d->layer_of[i]])
-    return dist__error(DIST_ERR_INVALID_ARGUMENT,
-                       "%s: layer %d of parameter '%s' still has last step's update due (call dist_dpo_before_forward "
-                       "before its forward, or dist_dpo_flush)", what, d->layer_of[i], d->p->p[i].name);
+  dist_status due = DIST_SUCCESS;
+  char why[sizeof d->why] = "";
+  if (d->due[d->layer_of[i]]) due = settle_due(d, i), snprintf(why, sizeof why, "%s", dist_last_error());
   dist_status s = start(d, i);
-  if (!d->inflight[i]) return s; /* not posted: nothing was handed */
-  d->handed[i] = 1;
-  if (!d->blocking) return s;
-  dist_status landed = land_into_grad(d, i); /* after a failed copy too: the sum is collective */
-  return landed ? landed : s;
+  if (d->inflight[i]) {
+    d->handed[i] = 1;
+    if (d->blocking) { /* after a failed copy too: the sum is collective */
+      dist_status landed = land_into_grad(d, i);
+      note_failure(d, landed);
+      s = landed ? landed : s;
+    }
+  }
+  return due && !s ? dist__error(due, "%s", why) : s;
 }
 
 /* Every rank learns whether some gradient was lost this iteration
@@ -212,8 +243,10 @@ dist_status dist_dpo_step(dist_dpo *d) {
   memset(d->handed, 0, (size_t)d->p->n);
   dist_status s = iteration_status(d);
   if (s) { /* the averages are wrong: no update from them, on any rank that knows */
+    char why[sizeof d->why];
+    snprintf(why, sizeof why, "%s", dist_last_error());
     for (int i = 0; i < d->p->n; i++) land(d, i);
-    return s;
+    return dist__error(s, "%s", why);
   }
   if (d->blocking) return dist_optim_step(d->opt);
   for (int l = 0; l < d->nlayers; l++) d->due[l] = 1;

@@ -49,12 +49,17 @@
  *   an error on every rank of the group, and nothing is merged.
  * - Failures never leave other ranks waiting. create agrees over the world
  *   (one rank's NULL or bad option fails every rank) and refuses options
- *   that differ between ranks (DIST_ERR_MISMATCH; verbose may differ). A
+ *   that differ between ranks (DIST_ERR_MISMATCH). Compared: every option
+ *   that drives the schedule or the sync, and the schedule's kind and the
+ *   values that kind uses; not verbose, not the local DDP options (each
+ *   node's DDP create checks those), not a custom schedule's fn and ctx. A
  *   step whose local part fails (DDP finalize, the scaler, the optimizer)
  *   still runs this batch's sync with the rank's unstepped parameters and
- *   returns the error. A node that cannot merge a received sync (a failed
- *   device copy) fails that step but keeps its copy of the group's agreed
- *   parameters in step, so later syncs stay correct.
+ *   returns the error. A node whose sender cannot merge a received sync (a
+ *   failed device copy) fails that step; its ranks still take the sender's
+ *   parameters, and the group's agreed copy of them (the base of the
+ *   changes sent) stays equal on every node, so the next sync brings all
+ *   ranks back together.
  *
  * Merge option. Heat's formula (the default) keeps only 2*btw/(N + 2*btw)
  * of what a rank trained since it sent: with btw = 1 and 2 nodes half of
@@ -120,10 +125,12 @@ dist_status dist_daso_mark_ready(dist_daso *d, int index);         /* backward h
 dist_status dist_daso_step(dist_daso *d);
 dist_status dist_daso_zero_grad(dist_daso *d);
 /* End of epoch: average the loss over the world (unless already_averaged),
- * run the phase and plateau logic. Collective. Errors on every rank, with the
- * schedule unchanged: called mid-epoch or twice for one epoch, ranks at
- * different batches, a NaN or inf loss, or already_averaged losses that
- * differ between ranks (their schedules would part ways). */
+ * run the phase and plateau logic. Collective (two small all-reduces, taken
+ * whatever already_averaged says). Errors on every rank, with the schedule
+ * unchanged: called before the first epoch ended, mid-epoch or twice for one
+ * epoch, ranks at different batches, a NaN or inf loss on some rank, ranks
+ * passing different already_averaged, or (already_averaged) losses that
+ * differ between ranks: their schedules would part ways. */
 dist_status dist_daso_epoch_loss_logic(dist_daso *d, double loss, int already_averaged);
 /* Back to the state after create (epoch 0, warmup, plateau forgotten, local
  * optimizer state cleared, lr and schedule restarted); parameters are kept,

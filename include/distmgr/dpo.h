@@ -10,7 +10,8 @@
  * collective: all ranks hand parameters in the same order); the grad buffer
  * is free again at once for host memory, and in stream order for CUDA
  * memory (zero_grad and the next backward may run).
- * dist_dpo_step only records that an update is due. Before a layer's next
+ * dist_dpo_step records that an update is due (and, with DIST_VERIFY=1,
+ * agrees over the group that no gradient was lost). Before a layer's next
  * forward, call dist_dpo_before_forward(layer): it waits for that layer's
  * averages and steps just those parameters from them, so
  * the layer computes with exactly the parameters blocking mode would have
@@ -43,14 +44,18 @@ dist_status dist_dpo_set_layers(dist_dpo *d, const int *layer_of, int nlayers);
  * in both modes: all ranks call it for the same parameters in the same order.
  * A gradient that cannot be copied (a failed device copy) is an error here,
  * but its sum is still posted (this rank contributing zeros), so the other
- * ranks do not wait; step reports it again. */
+ * ranks do not wait; step reports it again. A layer whose last update is
+ * still due (before_forward skipped or failed) gets that update applied
+ * first (dropped if it fails again, then step fails too): an error naming
+ * before_forward, but the gradient is handed. */
 dist_status dist_dpo_grad_ready(dist_dpo *d, int index);
 /* Blocking: step now. Non-blocking: mark an update as due (every parameter
  * must have been handed to grad_ready since the last step). If a gradient
  * could not be handed this iteration, the averages are wrong: with
- * DIST_VERIFY=1 (default; one small all-reduce) every rank's step fails and
- * none updates; with DIST_VERIFY=0 only the rank that failed knows and skips
- * its update. */
+ * DIST_VERIFY=1 (default) step is collective over the group (one small
+ * all-reduce), every rank's step fails and none updates; with
+ * DIST_VERIFY=0 step is local, only the rank that failed knows and skips its
+ * update, and the others update from the wrong averages. */
 dist_status dist_dpo_step(dist_dpo *d);
 /* Non-blocking: finish `layer`'s due update before its forward (no-op when
  * none is due; in blocking mode always a no-op). Local. After a failure it
