@@ -154,6 +154,15 @@ static int model_init(model *m, double lr, double momentum, double init) {
   return ok;
 }
 
+/* The default options with these phase lengths (epochs). */
+static dist_daso_options phases(int total, int warmup, int cooldown) {
+  dist_daso_options o = DIST_DASO_OPTIONS_INIT;
+  o.total_epochs = total;
+  o.warmup_epochs = warmup;
+  o.cooldown_epochs = cooldown;
+  return o;
+}
+
 static int model_daso(model *m, double lr, double momentum, double init, const dist_daso_options *o, int batches) {
   if (!model_init(m, lr, momentum, init)) return 0;
   if (!CALL_OK(dist_daso_create(m->o, o, &m->d))) return 0;
@@ -431,10 +440,7 @@ static void test_one_rank_errors(void) {
  * the last batch of each epoch and all of epochs 0 and 4 are blocking. */
 static void agreement(dist_dtype downcast) {
   if (UNEVEN) return;
-  dist_daso_options o = DIST_DASO_OPTIONS_INIT;
-  o.total_epochs = AG_EPOCHS;
-  o.warmup_epochs = 1;
-  o.cooldown_epochs = 1;
+  dist_daso_options o = phases(AG_EPOCHS, 1, 1);
   o.downcast = downcast;
   o.sending_chunk_size = 7; /* 3 chunks */
   model m;
@@ -491,10 +497,7 @@ static void test_agree_f32(void) { agreement(DIST_F32); }
 #define OFF (1 + 0x1p-12)
 static void merge_run(dist_dtype downcast) {
   if (UNEVEN) return;
-  dist_daso_options o = DIST_DASO_OPTIONS_INIT;
-  o.total_epochs = 1;
-  o.warmup_epochs = 0;
-  o.cooldown_epochs = 0;
+  dist_daso_options o = phases(1, 0, 0);
   o.downcast = downcast;
   o.sending_chunk_size = 5; /* 4 chunks of (NW + 1) */
   model m;
@@ -661,10 +664,7 @@ enum { POISON_NAN, POISON_FAULT };
 
 static void poison_run(int warmup, int how) {
   if (UNEVEN) return;
-  dist_daso_options o = DIST_DASO_OPTIONS_INIT;
-  o.total_epochs = 3;
-  o.warmup_epochs = warmup;
-  o.cooldown_epochs = 0;
+  dist_daso_options o = phases(3, warmup, 0);
   model m;
   if (!model_daso(&m, 0.05, 0, NAN, &o, 6)) {
     model_free(&m);
@@ -703,10 +703,7 @@ static void poison_run(int warmup, int how) {
  * parameters, so training goes on. */
 static void test_reset_after_nan(void) {
   if (UNEVEN) return;
-  dist_daso_options o = DIST_DASO_OPTIONS_INIT;
-  o.total_epochs = 3;
-  o.warmup_epochs = 0;
-  o.cooldown_epochs = 0;
+  dist_daso_options o = phases(3, 0, 0);
   model m;
   if (!model_daso(&m, 0.05, 0, NAN, &o, 6)) {
     model_free(&m);
@@ -762,10 +759,7 @@ static double unit_scale(void *ctx) { return ((void)ctx, 1.0); }
 
 static void local_failure_run(int warmup, int how) {
   if (UNEVEN) return;
-  dist_daso_options o = DIST_DASO_OPTIONS_INIT;
-  o.total_epochs = 3;
-  o.warmup_epochs = warmup;
-  o.cooldown_epochs = 0;
+  dist_daso_options o = phases(3, warmup, 0);
   model m;
   if (!model_daso(&m, 0.05, 0, NAN, &o, 4)) {
     model_free(&m);
@@ -802,10 +796,7 @@ static void test_unscale_fault_nonblocking(void) { local_failure_run(0, FAULT_UN
  * ref there the last node would end elsewhere once that group syncs again. */
 static void merge_fault(int warmup) {
   if (UNEVEN || N == 1) return; /* one node: nothing is merged */
-  dist_daso_options o = DIST_DASO_OPTIONS_INIT;
-  o.total_epochs = 3;
-  o.warmup_epochs = warmup;
-  o.cooldown_epochs = 0;
+  dist_daso_options o = phases(3, warmup, 0);
   o.downcast = DIST_F32;
   model m;
   if (!model_daso(&m, 0.05, 0, NAN, &o, 4)) {
@@ -836,10 +827,7 @@ static void test_merge_fault_blocking(void) { merge_fault(1); }
  * parameters. Blocking (warmup) sync of batch 0, every node sending +40000. */
 static void test_f16_overflow(void) {
   if (UNEVEN || N == 1) return;
-  dist_daso_options o = DIST_DASO_OPTIONS_INIT;
-  o.total_epochs = 2;
-  o.warmup_epochs = 1;
-  o.cooldown_epochs = 0;
+  dist_daso_options o = phases(2, 1, 0);
   o.downcast = DIST_F16;
   model m;
   if (!model_daso(&m, 0.05, 0, 0.0, &o, 2)) {
@@ -874,10 +862,7 @@ static void sc_update(void *c, int found_inf) {
  * step there is the local optimizer alone, on gradients averaged in the node. */
 static void test_scaler(void) {
   if (UNEVEN) return;
-  dist_daso_options o = DIST_DASO_OPTIONS_INIT;
-  o.total_epochs = 2;
-  o.warmup_epochs = 0;
-  o.cooldown_epochs = 0;
+  dist_daso_options o = phases(2, 0, 0);
   const double lr = 0.05;
   model m;
   if (!model_daso(&m, lr, 0, NAN, &o, 6)) {
@@ -945,10 +930,7 @@ static void test_scaler(void) {
  * communicators: identical parameters after every step. */
 static void test_mpi_groups(void) {
   if (UNEVEN) return;
-  dist_daso_options o = DIST_DASO_OPTIONS_INIT;
-  o.total_epochs = 4;
-  o.warmup_epochs = 1;
-  o.cooldown_epochs = 1;
+  dist_daso_options o = phases(4, 1, 1);
   o.sending_chunk_size = 6;
   model a, b;
   o.use_mpi_groups = 1;
@@ -979,10 +961,7 @@ static void test_mpi_groups(void) {
  * marked twice. */
 static void test_wrong_order(void) {
   if (UNEVEN) return;
-  dist_daso_options o = DIST_DASO_OPTIONS_INIT;
-  o.total_epochs = 6;
-  o.warmup_epochs = 1;
-  o.cooldown_epochs = 0;
+  dist_daso_options o = phases(6, 1, 0);
   model m;
   if (!model_daso(&m, 0.05, 0, NAN, &o, 3)) {
     model_free(&m);
@@ -1033,10 +1012,7 @@ static void test_wrong_order(void) {
  * non-improving epochs (5% threshold) make it stable: (2, 1, 1). */
 static void test_epoch_logic_and_reset(void) {
   if (UNEVEN) return;
-  dist_daso_options o = DIST_DASO_OPTIONS_INIT;
-  o.total_epochs = 20;
-  o.warmup_epochs = 1;
-  o.cooldown_epochs = 2;
+  dist_daso_options o = phases(20, 1, 2);
   const double lr = 0.05, mu = 0.9;
   model m;
   if (!model_daso(&m, lr, mu, NAN, &o, 1)) {
@@ -1101,10 +1077,7 @@ static void test_epoch_logic_and_reset(void) {
  * rank 0's parameters. */
 static void test_reset_in_flight(void) {
   if (UNEVEN) return;
-  dist_daso_options o = DIST_DASO_OPTIONS_INIT;
-  o.total_epochs = 3;
-  o.warmup_epochs = 0;
-  o.cooldown_epochs = 0;
+  dist_daso_options o = phases(3, 0, 0);
   model m;
   if (!model_daso(&m, 0.05, 0.9, NAN, &o, 8)) {
     model_free(&m);
