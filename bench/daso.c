@@ -32,7 +32,9 @@
  * the time ratio is printed as information only, since no link is shaped.
  *
  * Usage: bench/daso [--epochs 20] [--batches 16] [--params 4000000]
- *                   [--batch-size 128] [--lr 0.02] [--no-netns] [--quick]
+ *                   [--batch-size 128] [--lr 0.02] [--delay 50us] [--no-netns] [--quick]
+ * --delay: the nodes are joined by tests/netrelay with that one-way delay
+ * (two-nodes.sh up 1000mbit DELAY); rank 0 then reads tap0's counters.
  * --quick (CI smoke run): a tiny model, 3 epochs of 4 batches, no namespaces.
  * Environment: LAUNCHER (fallback; as for make check), TWO_NODES (path of
  * two-nodes.sh; default: found next to the program or in ./tests),
@@ -65,7 +67,8 @@ typedef struct options {
   int epochs, batches, batch, quick, no_netns, rpn;
   long long params;
   double lr;
-  const char *veth; /* worker: the interface whose counters rank 0 reads */
+  const char *veth;  /* worker: the interface whose counters rank 0 reads */
+  const char *delay; /* driver: one-way delay of the link (two-nodes.sh up RATE DELAY) */
 } options;
 
 /* ---- worker: data --------------------------------------------------------- */
@@ -619,9 +622,10 @@ static int launch(const char *cmd, result res[NMODES], reach *rch) {
 static void usage(const char *argv0) {
   fprintf(stderr,
           "usage: %s [--epochs 20] [--batches 16] [--params 4000000] [--batch-size 128] [--lr 0.02]\n"
-          "       [--no-netns] [--quick]\n"
+          "       [--delay 50us] [--no-netns] [--quick]\n"
           "  --quick: tiny model, 3 epochs of 4 batches, one machine (CI smoke run)\n"
-          "  --no-netns: one machine with DIST_RANKS_PER_NODE=2 even where namespaces work\n",
+          "  --no-netns: one machine with DIST_RANKS_PER_NODE=2 even where namespaces work\n"
+          "  --delay: one-way delay added to the link (tests/netrelay; e.g. 50us, 1ms)\n",
           argv0);
 }
 
@@ -641,6 +645,7 @@ static int parse(int argc, char **argv, options *o) {
     else if (strcmp(a, "--ranks-per-node") == 0) o->rpn = atoi(v), i++;
     else if (strcmp(a, "--veth") == 0) o->veth = v, i++;
     else if (strcmp(a, "--lr") == 0) o->lr = atof(v), i++;
+    else if (strcmp(a, "--delay") == 0) o->delay = v, i++;
     else return -1;
   }
   if (o->quick && !is_worker) o->epochs = 3, o->batches = 4, o->params = 20000, o->batch = 16, o->no_netns = 1;
@@ -675,7 +680,7 @@ static void summary(const result res[NMODES], const reach *rch, int netns) {
 }
 
 int main(int argc, char **argv) {
-  options o = {20, 16, 128, 0, 0, 0, 4000000, 0.02, NULL};
+  options o = {20, 16, 128, 0, 0, 0, 4000000, 0.02, NULL, NULL};
   int mode = parse(argc, argv, &o);
   if (mode < 0) return usage(argv[0]), 2;
   if (mode == 1) return worker(&o);
@@ -715,15 +720,19 @@ int main(int argc, char **argv) {
     setenv("TWO_NODES_TIMEOUT", tl, 1);
     signal(SIGINT, on_signal), signal(SIGTERM, on_signal), signal(SIGHUP, on_signal);
     g_up = 1; /* from here on, a signal tears down whatever "up" made */
-    snprintf(cmd, sizeof cmd, "timeout 120 bash '%s' up %s", g_script, RATE);
+    if (o.delay && strspn(o.delay, "0123456789.usm") != strlen(o.delay))
+      return fprintf(stderr, "bench/daso: --delay '%s' must look like 50us or 1ms\n", o.delay), 2;
+    snprintf(cmd, sizeof cmd, "timeout 120 bash '%s' up %s %s", g_script, RATE, o.delay ? o.delay : "");
     if (sh(cmd) != 0) {
       rc = 1;
       fprintf(stderr, "bench/daso: two-nodes.sh up failed\n");
     } else {
-      printf("bench/daso: 4 ranks on two simulated nodes (namespaces %s0/%s1), veth shaped to %s\n",
-             getenv("TWO_NODES_PREFIX"), getenv("TWO_NODES_PREFIX"), RATE);
-      snprintf(cmd, sizeof cmd, "timeout -k 10 %d bash '%s' run %d '%s' %s --veth veth0 2>&1", limit + 30, g_script, NP, self,
-               args);
+      printf("bench/daso: 4 ranks on two simulated nodes (namespaces %s0/%s1), link shaped to %s%s%s\n",
+             getenv("TWO_NODES_PREFIX"), getenv("TWO_NODES_PREFIX"), RATE, o.delay ? ", one-way delay " : "",
+             o.delay ? o.delay : "");
+      /* The delayed link is a TAP pair (tests/netrelay), the plain one a veth. */
+      snprintf(cmd, sizeof cmd, "timeout -k 10 %d bash '%s' run %d '%s' %s --veth %s 2>&1", limit + 30, g_script, NP, self,
+               args, o.delay ? "tap0" : "veth0");
       rc = launch(cmd, res, &rch);
     }
     snprintf(cmd, sizeof cmd, "timeout 120 bash '%s' down", g_script);

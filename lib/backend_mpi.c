@@ -68,6 +68,13 @@ static dist_status all_reduce(dist__group *g, const void *send, void *recv, size
   int n = 0;
   DIST_CHECK(count_int(count, &n));
   const void *s = send == recv ? MPI_IN_PLACE : send;
+  if (!p && count * dist_dtype_size(t) >= dist__state.nb_allreduce_min) {
+    /* Large: the non-blocking path fills a network link both ways (manager.c). */
+    MPI_Request r;
+    int rc = MPI_Iallreduce(s, recv, n, mpi_type(t), mpi_op(op), g->comm, &r);
+    if (rc == MPI_SUCCESS) rc = MPI_Wait(&r, MPI_STATUS_IGNORE);
+    return done(rc, "MPI_Iallreduce + MPI_Wait");
+  }
   if (!p) return done(MPI_Allreduce(s, recv, n, mpi_type(t), mpi_op(op), g->comm), "MPI_Allreduce");
   p->state = NULL;
   return done(MPI_Iallreduce(s, recv, n, mpi_type(t), mpi_op(op), g->comm, &p->mpi), "MPI_Iallreduce");

@@ -44,7 +44,11 @@ typedef struct dist__settings {
   int master_port;                /* DIST_MASTER_PORT */
   int verify;                     /* DIST_VERIFY: cross-rank argument check before collectives */
   int cuda_backend;               /* DIST_CUDA_BACKEND: DIST__CUDA_* */
+  long long nb_allreduce_min;     /* DIST_NB_ALLREDUCE_MIN: bytes; DIST__NB_AUTO or DIST__NB_OFF */
 } dist__settings;
+
+#define DIST__NB_AUTO (-1LL)
+#define DIST__NB_OFF (-2LL)
 
 #define DIST__CUDA_AUTO 0   /* NCCL when built with it, else staged */
 #define DIST__CUDA_NCCL 1

@@ -1,4 +1,6 @@
 /* The manager: initialize and finalize the single global state. */
+#include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +69,32 @@ static dist_status start_mpi(MPI_Comm adopt, dist_thread_level level) {
   if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Comm_dup (world)");
   MPI_Comm_set_errhandler(m->world, MPI_ERRORS_RETURN);
   m->adopted = adopt != MPI_COMM_WORLD;
+  return DIST_SUCCESS;
+}
+
+/* DIST_NB_ALLREDUCE_MIN. Over TCP, Open MPI 4.1's blocking all-reduce moves
+ * large buffers at about half the link's duplex rate, while libnbc's
+ * non-blocking one (Rabenseifner or ring) fills it both ways: 0.54-0.72 of the
+ * time from 1 MiB up, and no slower on shared memory (bench/RESULTS.md). With
+ * libnbc's default tree algorithm below 4 ranks it would be slower, hence
+ * "auto" checks the algorithm. Blocking and non-blocking collectives do not
+ * match each other, so all ranks take the smallest threshold. */
+static dist_status resolve_nb_allreduce(void) {
+  dist__manager *m = &dist__state;
+  long long set = m->settings.nb_allreduce_min;
+  unsigned long long mine = ULLONG_MAX, all = ULLONG_MAX;
+  if (set > 0) mine = (unsigned long long)set;
+  else if (set == DIST__NB_AUTO) {
+    char version[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    const char *alg = getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm");
+    int good = alg && (!strcmp(alg, "1") || !strcmp(alg, "3") || !strcmp(alg, "ring") || !strcmp(alg, "rabenseifner"));
+    if (good && MPI_Get_library_version(version, &len) == MPI_SUCCESS && strstr(version, "Open MPI"))
+      mine = 1u << 20;
+  }
+  int rc = MPI_Allreduce(&mine, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, m->world);
+  if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Allreduce (DIST_NB_ALLREDUCE_MIN)");
+  m->nb_allreduce_min = all >= SIZE_MAX ? SIZE_MAX : (size_t)all;
   return DIST_SUCCESS;
 }
 
@@ -160,6 +188,7 @@ static dist_status initialize(MPI_Comm adopt, const dist_init_options *options) 
   DIST_CHECK(start_mpi(adopt, o.thread_level));
   dist_status s = dist__agree(m->world, detected, "launch detection");
   if (!s) s = dist__agree(m->world, check_launcher_world(), "checking the launcher against MPI");
+  if (!s) s = resolve_nb_allreduce();
   if (!s) s = dist__topology_setup();
   if (!s) s = dist__agree(m->world, choose_device(), "selecting the device");
   if (!s) s = find_master();

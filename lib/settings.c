@@ -1,6 +1,7 @@
 /* The DIST_* settings: one table of name, default, doc and parser. */
 #include "internal.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -60,6 +61,17 @@ static dist_status parse_cuda_backend(const char *name, const char *value, dist_
   return dist__error(DIST_ERR_SETTING, "%s='%s' is not a CUDA backend (auto, nccl or staged)", name, value);
 }
 
+static dist_status parse_nb_allreduce_min(const char *name, const char *value, dist__settings *s) {
+  int n;
+  if (strcasecmp(value, "auto") == 0) s->nb_allreduce_min = DIST__NB_AUTO;
+  else if (strcasecmp(value, "off") == 0) s->nb_allreduce_min = DIST__NB_OFF;
+  else {
+    DIST_CHECK(dist__parse_int(DIST_ERR_SETTING, name, value, 1, INT_MAX, "expected auto, off or a byte count", &n));
+    s->nb_allreduce_min = n;
+  }
+  return DIST_SUCCESS;
+}
+
 static const struct {
   dist_setting_info info;
   setting_parser parse;
@@ -82,6 +94,11 @@ static const struct {
     {{"DIST_CUDA_BACKEND", "auto", "device-memory collectives: auto (NCCL if built with it), nccl, or staged "
       "(copied through host memory and MPI)"},
      parse_cuda_backend},
+    {{"DIST_NB_ALLREDUCE_MIN", "auto",
+      "blocking host all-reduces of at least this many bytes run as MPI_Iallreduce + MPI_Wait: auto (1 MiB with "
+      "Open MPI when libnbc's all-reduce is Rabenseifner or ring, which distmgr sets by default; else off), off, "
+      "or a byte count"},
+     parse_nb_allreduce_min},
 };
 #define NSETTINGS ((int)(sizeof TABLE / sizeof TABLE[0]))
 

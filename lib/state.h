@@ -34,6 +34,7 @@ typedef struct dist__manager {
   int master_port;
   dist__group **groups; /* each group allocated once: names handed out stay valid until finalize */
   int ngroups, capacity;
+  size_t nb_allreduce_min; /* DIST_NB_ALLREDUCE_MIN resolved at start: SIZE_MAX = never */
 } dist__manager;
 
 extern dist__manager dist__state;

@@ -277,6 +277,19 @@ static void test_all_reduce(void) {
   if (CALL_OK(dist_all_reduce("world", &t, DIST_SUM), "all_reduce over \"world\"")) CU_ASSERT_EQUAL(v, W * (W + 1) / 2);
 }
 
+/* From DIST_NB_ALLREDUCE_MIN bytes (1 MiB with Open MPI by default) a blocking
+ * all-reduce runs as MPI_Iallreduce + MPI_Wait: just over the threshold, an
+ * odd length, several dtypes and ops. */
+static void test_all_reduce_large(void) {
+  const int64_t n[1] = {(1 << 18) + 3}, n64[1] = {(1 << 17) + 5};
+  for (int gi = 0; gi < NGROUPS; gi++) {
+    check_all_reduce(&groups[gi], DIST_F32, DIST_SUM, 1, n);
+    check_all_reduce(&groups[gi], DIST_F64, DIST_AVG, 1, n64);
+    check_all_reduce(&groups[gi], DIST_I32, DIST_MAX, 1, n);
+    check_all_reduce(&groups[gi], DIST_BF16, DIST_SUM, 1, n64);
+  }
+}
+
 /* In place on root; everyone else's tensor unchanged. */
 static void check_reduce(const grp *g, dist_dtype dt, dist_reduce_op op, int root) {
   uint64_t seed = ++seq;
@@ -935,6 +948,7 @@ static void test_conversions(void) {
 static CU_TestInfo reduction_tests[] = {
     {"all_reduce: dtypes x ops", test_all_reduce},
     {"all_reduce: u8 average does not wrap", test_average_no_wrap},
+    {"all_reduce: large (non-blocking path)", test_all_reduce_large},
     {"reduce: roots, non-roots unchanged", test_reduce},
     {"all_reduce_fused and shared grads", test_fused},
     {"reduce_loss", test_reduce_loss},

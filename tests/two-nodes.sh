@@ -5,10 +5,15 @@
 #   two-nodes.sh check              exit 0 if namespaces + a veth pair can be made
 #                                   here (tried, then removed); else print why on
 #                                   stderr and exit 77 (automake SKIP)
-#   two-nodes.sh up [RATE]          create namespaces PREFIX0 and PREFIX1 joined by a
+#   two-nodes.sh up [RATE [DELAY]]  create namespaces PREFIX0 and PREFIX1 joined by a
 #                                   veth pair (10.77.0.1/24 in PREFIX0, 10.77.0.2/24
 #                                   in PREFIX1), lo up in each; with RATE (e.g.
 #                                   1000mbit) shape both ends with a tbf qdisc.
+#                                   With DELAY (one-way, e.g. 100us or 1ms) the
+#                                   nodes are joined instead by two TAP devices and
+#                                   the netrelay program (tests/netrelay.c), which
+#                                   adds the delay and, unless RATE is "unshaped",
+#                                   the rate; MTU 9000 (TWO_NODES_MTU).
 #                                   Removes leftovers of an earlier "up" first.
 #   two-nodes.sh run NP PROG ARGS...
 #                                   run PROG on NP ranks with mpirun started inside
@@ -24,10 +29,15 @@
 #   TWO_NODES_ENV           space-separated variable names (or NAME=VALUE) that
 #                           "run" passes to the ranks (mpirun -x)
 #   TWO_NODES_MPIRUN_ARGS   extra mpirun arguments for "run" (split on spaces)
+#   TWO_NODES_RELAY         the netrelay program for "up RATE DELAY" (default:
+#                           tests/netrelay under the working directory, then next
+#                           to this script, then on PATH)
+#   TWO_NODES_MTU           MTU of the TAP devices (default 9000)
 #
 # Needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN), iproute2, util-linux unshare, and
 # tc for RATE. PROG is run by its absolute path; the working directory is kept.
-# The veth is shaped only in bandwidth: tbf, no delay (this kernel has no netem).
+# The veth is shaped only in bandwidth (tbf): delay needs netem, which this
+# kernel lacks, hence the user-space relay for DELAY.
 
 set -eu
 
@@ -53,7 +63,8 @@ die() {
 usage() {
     cat >&2 <<EOF
 usage: $PROG check
-       $PROG up [RATE]                (RATE for tc tbf, e.g. 1000mbit)
+       $PROG up [RATE [DELAY]]        (RATE: 1000mbit, 1gbit or unshaped;
+                                       DELAY one-way: 100us, 1ms)
        $PROG run NP PROG [ARGS...]
        $PROG down
 EOF
@@ -172,28 +183,93 @@ cmd_down() {
     delete_ns "$NODE0" "$NODE1"
 }
 
+# rate_mbit RATE: RATE (NNNkbit, NNNmbit, NNNgbit) in Mbit/s, for netrelay.
+rate_mbit() {
+    local n
+    case $1 in
+        *[0-9]kbit) n=${1%kbit}; awk -v n="$n" 'BEGIN { print n / 1000 }' ;;
+        *[0-9]mbit) echo "${1%mbit}" ;;
+        *[0-9]gbit) n=${1%gbit}; awk -v n="$n" 'BEGIN { print n * 1000 }' ;;
+        *) return 1 ;;
+    esac
+}
+
+# delay_us DELAY: one-way DELAY (NNNus or NNNms) in microseconds.
+delay_us() {
+    local n
+    case $1 in
+        *[0-9]us) n=${1%us} ;;
+        *[0-9]ms) n=$(awk -v n="${1%ms}" 'BEGIN { print n * 1000 }') ;;
+        *) return 1 ;;
+    esac
+    case $n in '' | *[!0-9.]*) return 1 ;; esac
+    echo "$n"
+}
+
+find_relay() {
+    local c
+    for c in "${TWO_NODES_RELAY:-}" "$PWD/tests/netrelay" "$(dirname -- "$0")/netrelay" "$(command -v netrelay || true)"; do
+        if [ -n "$c" ] && [ -f "$c" ] && [ -x "$c" ]; then
+            echo "$c"
+            return 0
+        fi
+    done
+    return 1
+}
+
+# Node-to-node link of "up": a veth pair, shaped by tbf when RATE is given.
+link_veth() {
+    local rate=$1
+    ip -n "$NODE0" link add "$IF0" type veth peer name "$IF1" netns "$NODE1" ||
+        die "cannot create the veth pair $NODE0:$IF0 <-> $NODE1:$IF1"
+    [ -n "$rate" ] || return 0
+    ip netns exec "$NODE0" tc qdisc add dev "$IF0" root tbf rate "$rate" burst 128kb latency 5ms ||
+        die "tc could not shape $NODE0:$IF0 at rate '$rate' (a tc rate such as 1000mbit or 1gbit)"
+    ip netns exec "$NODE1" tc qdisc add dev "$IF1" root tbf rate "$rate" burst 128kb latency 5ms ||
+        die "tc could not shape $NODE1:$IF1 at rate '$rate'"
+}
+
+# Node-to-node link of "up" with a delay: two TAP devices joined by netrelay,
+# which runs in node 0 (so "down" stops it with everything else there).
+link_relay() {
+    local rate=$1 delay=$2 relay us mbit mtu
+    relay=$(find_relay) || die "DELAY needs the netrelay program (build it: 'make tests/netrelay'; or set TWO_NODES_RELAY)"
+    us=$(delay_us "$delay") || die "DELAY='$delay' must be a one-way delay such as 100us or 2ms"
+    set -- --daemon --delay-us "$us"
+    if [ "$rate" != unshaped ]; then
+        mbit=$(rate_mbit "$rate") || die "RATE='$rate' must be NNNkbit, NNNmbit, NNNgbit or unshaped with a DELAY"
+        set -- "$@" --rate-mbit "$mbit"
+    fi
+    mtu=${TWO_NODES_MTU:-9000}
+    case $mtu in '' | *[!0-9]*) die "TWO_NODES_MTU='$mtu' must be a number" ;; esac
+    ip netns exec "$NODE0" "$relay" "$@" "$IF0" "$IF1" || die "netrelay could not create $IF0 and $IF1 in $NODE0"
+    ip -n "$NODE0" link set "$IF1" netns "$NODE1" || die "cannot move $IF1 into $NODE1"
+    { ip -n "$NODE0" link set "$IF0" mtu "$mtu" && ip -n "$NODE1" link set "$IF1" mtu "$mtu"; } ||
+        die "cannot set MTU $mtu on the TAP devices (TWO_NODES_MTU)"
+}
+
 cmd_up() {
-    local rate=${1:-}
+    local rate=${1:-} delay=${2:-}
     need_tool ip iproute2
-    [ -z "$rate" ] || need_tool tc iproute2
+    [ "$rate" = unshaped ] && [ -z "$delay" ] && rate=""
+    [ -z "$rate" ] || [ -n "$delay" ] || need_tool tc iproute2
     delete_ns "$NODE0" "$NODE1"
     UP_PENDING=1
     ip netns add "$NODE0" || die "cannot create namespace $NODE0 (run '$PROG check')"
     ip netns add "$NODE1" || die "cannot create namespace $NODE1"
-    ip -n "$NODE0" link add "$IF0" type veth peer name "$IF1" netns "$NODE1" ||
-        die "cannot create the veth pair $NODE0:$IF0 <-> $NODE1:$IF1"
+    if [ -n "$delay" ]; then
+        IF0=tap0
+        IF1=tap1
+        link_relay "$rate" "$delay"
+    else
+        link_veth "$rate"
+    fi
     ip -n "$NODE0" addr add "$ADDR0/24" dev "$IF0" || die "cannot set $ADDR0/24 on $NODE0:$IF0"
     ip -n "$NODE1" addr add "$ADDR1/24" dev "$IF1" || die "cannot set $ADDR1/24 on $NODE1:$IF1"
     { ip -n "$NODE0" link set lo up && ip -n "$NODE0" link set "$IF0" up; } || die "cannot bring up $NODE0's interfaces"
     { ip -n "$NODE1" link set lo up && ip -n "$NODE1" link set "$IF1" up; } || die "cannot bring up $NODE1's interfaces"
-    if [ -n "$rate" ]; then
-        ip netns exec "$NODE0" tc qdisc add dev "$IF0" root tbf rate "$rate" burst 128kb latency 5ms ||
-            die "tc could not shape $NODE0:$IF0 at rate '$rate' (a tc rate such as 1000mbit or 1gbit)"
-        ip netns exec "$NODE1" tc qdisc add dev "$IF1" root tbf rate "$rate" burst 128kb latency 5ms ||
-            die "tc could not shape $NODE1:$IF1 at rate '$rate'"
-    fi
     UP_PENDING=0
-    echo "$PROG: up: $NODE0 ($ADDR0) <-> $NODE1 ($ADDR1), ${rate:-unshaped}"
+    echo "$PROG: up: $NODE0 ($ADDR0) <-> $NODE1 ($ADDR1), ${rate:-unshaped}${delay:+, $delay one-way (netrelay)}"
 }
 
 # ---------------------------------------------------------------- run
@@ -323,7 +399,7 @@ cmd=$1
 shift
 case $cmd in
     check) [ $# -eq 0 ] || usage; cmd_check ;;
-    up) [ $# -le 1 ] || usage; cmd_up "$@" ;;
+    up) [ $# -le 2 ] || usage; cmd_up "$@" ;;
     run) cmd_run "$@" ;;
     down) [ $# -eq 0 ] || usage; cmd_down ;;
     -h | --help | help) usage ;;

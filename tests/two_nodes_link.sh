@@ -1,0 +1,20 @@
+#!/bin/sh
+# The delayed link of tests/two-nodes.sh (up RATE DELAY, through tests/netrelay):
+# MPI between the two simulated nodes must see the delay and the rate asked for
+# (tests/link_probe checks both). Skipped (77) where namespaces or TAP devices
+# cannot be made.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+build=$(cd "${top_builddir:-.}" && pwd)
+probe=$build/tests/link_probe
+relay=$build/tests/netrelay
+[ -x "$probe" ] || { echo "two_nodes_link: $probe not built" >&2; exit 99; }
+[ -x "$relay" ] || { echo "two_nodes_link: SKIP: tests/netrelay not built (no linux/if_tun.h)" >&2; exit 77; }
+[ -c /dev/net/tun ] || { echo "two_nodes_link: SKIP: no /dev/net/tun" >&2; exit 77; }
+"$here/two-nodes.sh" check || exit 77
+export TWO_NODES_PREFIX=distlink TWO_NODES_TIMEOUT=${TEST_TIMEOUT:-120} TWO_NODES_RELAY=$relay
+"$here/two-nodes.sh" up 200mbit 2ms || exit 99
+"$here/two-nodes.sh" run 2 "$probe" 2000 200
+rc=$?
+"$here/two-nodes.sh" down
+exit $rc
