@@ -69,7 +69,7 @@ static dist_status all_reduce(dist__group *g, const void *send, void *recv, size
   DIST_CHECK(count_int(count, &n));
   const void *s = send == recv ? MPI_IN_PLACE : send;
   if (!p && count * dist_dtype_size(t) >= dist__state.nb_allreduce_min) {
-    /* Large: the non-blocking path fills a network link both ways (manager.c). */
+    /* Large: libnbc's Rabenseifner beats the blocking path's choice (manager.c). */
     MPI_Request r;
     int rc = MPI_Iallreduce(s, recv, n, mpi_type(t), mpi_op(op), g->comm, &r);
     if (rc == MPI_SUCCESS) rc = MPI_Wait(&r, MPI_STATUS_IGNORE);

@@ -72,13 +72,12 @@ static dist_status start_mpi(MPI_Comm adopt, dist_thread_level level) {
   return DIST_SUCCESS;
 }
 
-/* DIST_NB_ALLREDUCE_MIN. Over TCP, Open MPI 4.1's blocking all-reduce moves
- * large buffers at about half the link's duplex rate, while libnbc's
- * non-blocking one (Rabenseifner or ring) fills it both ways: 0.54-0.72 of the
- * time from 1 MiB up, and no slower on shared memory (bench/RESULTS.md). With
- * libnbc's default tree algorithm below 4 ranks it would be slower, hence
- * "auto" checks the algorithm. Blocking and non-blocking collectives do not
- * match each other, so all ranks take the smallest threshold. */
+/* DIST_NB_ALLREDUCE_MIN. Open MPI 4.1's non-blocking all-reduce with libnbc's
+ * Rabenseifner (set above) takes 0.64-0.70 of its blocking one's time from
+ * 1 MiB up on two nodes of 2 ranks over TCP, and 0.78-1.01 on shared memory
+ * (bench/RESULTS.md). With libnbc's default tree below 4 ranks it would be
+ * slower, hence "auto" checks the algorithm. Blocking and non-blocking
+ * collectives do not match each other, so all ranks take the smallest threshold. */
 static dist_status resolve_nb_allreduce(void) {
   dist__manager *m = &dist__state;
   long long set = m->settings.nb_allreduce_min;

@@ -14,8 +14,9 @@
  * ends) in the caller's network namespace; the caller moves one to the other
  * namespace and configures addresses. With --daemon the command returns once
  * both devices exist and the relay keeps running in the background, until
- * SIGTERM/SIGINT. It asks for SCHED_FIFO so that ranks spinning in MPI do not
- * add scheduling delay to the link (a warning if it cannot).
+ * SIGTERM/SIGINT, or until a device goes away (its namespace deleted). It
+ * asks for SCHED_FIFO so that ranks spinning in MPI do not add scheduling
+ * delay to the link (a warning if it cannot); so it must never spin.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -55,6 +56,7 @@ struct lane {
 };
 
 static volatile sig_atomic_t stop;
+static int gone; /* a device failed: stop, never spin (we run SCHED_FIFO) */
 static void on_signal(int sig) { (void)sig; stop = 1; }
 
 static int64_t now_ns(void)
@@ -97,6 +99,8 @@ static void lane_read(struct lane *l, int64_t delay_ns, double ns_per_byte, int6
             return; /* the transmit queue is full: leave the rest in the kernel */
         struct frame *f = &l->q[(l->head + l->count) % SLOTS];
         ssize_t n = read(l->in, f->data, MAX_FRAME);
+        if (n < 0 && errno != EAGAIN && errno != EINTR)
+            gone = 1; /* the device went away (namespace deleted) */
         if (n <= 0)
             return; /* EAGAIN: nothing more now */
         int64_t leave = now;
@@ -123,6 +127,8 @@ static int64_t lane_write(struct lane *l)
         ssize_t n = write(l->out, f->data, (size_t)f->len);
         if (n < 0 && errno == EAGAIN)
             return 20000; /* the far end is busy: try again shortly */
+        if (n < 0 && errno != EINTR && errno != ENOBUFS && errno != ENOMEM)
+            gone = 1;
         if (n < 0)
             l->dropped++;
         else {
@@ -252,9 +258,16 @@ int main(int argc, char **argv)
             fprintf(stderr, "netrelay: poll failed: %s\n", strerror(errno));
             return 1;
         }
-        for (int l = 0; l < 2; l++)
-            if (p[l].revents & POLLIN)
+        for (int l = 0; l < 2; l++) {
+            if (p[l].revents & (POLLERR | POLLHUP | POLLNVAL))
+                gone = 1;
+            else if (p[l].revents & POLLIN)
                 lane_read(&lanes[l], delay_ns, ns_per_byte, queue_ns);
+        }
+        if (gone) {
+            fprintf(stderr, "netrelay: a TAP device went away: stopping\n");
+            return 1;
+        }
     }
     return 0;
 }
