@@ -264,6 +264,15 @@ static mlp reference(uint64_t seed) {
   return ref;
 }
 
+/* With DIST_VERIFY=1 a finalize that fails before the sums land (on any
+ * rank) writes no gradient back: each rank keeps its own, bit for bit. */
+static void expect_local_grads(const rig *r, float *const g[NP], uint64_t seed, const char *what) {
+  mlp loc = mlp_new(INIT_SEED);
+  mlp_backward(r->m.w, loc.g, seed, (int64_t)R * ROWS, ROWS, 1.0, NULL);
+  EXPECT_SAME(g, loc.g, what);
+  mlp_free(&loc);
+}
+
 /* ---- parameter sets ----------------------------------------------------------- */
 
 static void test_commit_broadcast(void) {
@@ -723,6 +732,7 @@ static void test_mark_errors(void) {
     if (R == W - 1) CALL_FAILS(dist_ddp_finalize(r.d), DIST_ERR_INTERNAL, NAME[NP - 1], "finalize after a failed copy");
     else if (verify) CALL_FAILS(dist_ddp_finalize(r.d), DIST_ERR_INTERNAL, "failed on rank", "finalize, another rank's copy failed");
     else CALL_OK(dist_ddp_finalize(r.d), "finalize, another rank's copy failed, no verification");
+    if (verify) expect_local_grads(&r, g, 802, "after a failed copy on the last rank");
     marker next = MARK(r.d);
     iterate(&r, 803, &next);
     ref = reference(803);
@@ -747,6 +757,7 @@ static void test_mark_errors(void) {
     if (R == W - 1) CALL_FAILS(dist_ddp_finalize(r.d), DIST_ERR_INTERNAL, "ddp_launch", "finalize after a failed launch");
     else if (verify) CALL_FAILS(dist_ddp_finalize(r.d), DIST_ERR_INTERNAL, "failed on rank", "finalize, another rank's launch failed");
     else CALL_OK(dist_ddp_finalize(r.d), "finalize, another rank's launch failed, no verification");
+    if (verify) expect_local_grads(&r, g, 804, "after a failed launch on the last rank");
     CU_ASSERT_PTR_NULL(dist__fault_site);
     marker after = MARK(r.d);
     iterate(&r, 805, &after);

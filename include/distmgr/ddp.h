@@ -16,7 +16,10 @@
  *               (a later bucket that fills first waits for the earlier ones);
  *   dist_ddp_finalize(ddp): waits for all buckets, divides by the group size
  *             and leaves the averaged gradients in place (in each grad
- *             buffer). Then step the optimizer.
+ *             buffer). Then step the optimizer. With DIST_VERIFY=1 a
+ *             finalize that fails on any rank writes back nothing on every
+ *             rank: each keeps its own gradients (with grad_as_bucket_view
+ *             they are the buckets, and hold what the reductions left).
  *
  * Progress. MPI progresses non-blocking collectives only inside MPI calls.
  * progress = DIST_DDP_PROGRESS_TEST (default) tests the launched requests at
