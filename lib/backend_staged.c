@@ -2,39 +2,64 @@
  * buffers to host memory, runs the MPI backend and copies the results back.
  * It synchronises the caller's stream (not the device) around the copies;
  * correct everywhere, fast nowhere: the fallback, and a reference for NCCL. */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend.h"
+#include "fault.h"
 #include "memops.h"
 
 static const dist__backend *const mpi = &dist__backend_mpi;
 
-/* A host copy of `bytes` of device memory (copied in if `src` is given). */
-static dist_status host_copy(const void *src, size_t bytes, void **out) {
+/* A local failure to copy a device buffer to the host, kept until the
+ * collective has been posted. */
+typedef struct late {
+  dist_status s;
+  char why[256];
+} late;
+static const late no_late; /* for the failures that return before any download */
+
+/* A host copy of `bytes` of device memory (copied in if `src` is given). A
+ * failed download still gives a buffer, zeroed, with the failure in *l: the
+ * caller posts its collective anyway (a rank that returned here would leave
+ * the others waiting in it) and finish returns the failure. Only a failed
+ * host allocation returns at once. */
+static dist_status host_copy(const void *src, size_t bytes, void **out, late *l) {
   DIST_CHECK(dist__mem_alloc(DIST_MEM_HOST, bytes, out));
-  dist_status s = src ? dist__mem_download(DIST_MEM_CUDA, *out, src, bytes) : DIST_SUCCESS;
-  if (!s && src) s = dist__mem_sync(DIST_MEM_CUDA);
-  if (s) free(*out), *out = NULL;
-  return s;
+  if (!src || !bytes) return DIST_SUCCESS;
+  dist_status s = dist__fault("staged_download") ? dist__error(DIST_ERR_INTERNAL, "injected fault (staged_download)")
+                                                  : dist__mem_download(DIST_MEM_CUDA, *out, src, bytes);
+  if (!s) s = dist__mem_sync(DIST_MEM_CUDA);
+  if (s) {
+    memset(*out, 0, bytes);
+    if (!l->s) l->s = s, snprintf(l->why, sizeof l->why, "%s", dist_last_error());
+  }
+  return DIST_SUCCESS;
 }
 
-/* Copy a host result back to the device and release both host buffers. */
-static dist_status finish(dist_status s, void *dev, void *hrecv, size_t bytes, void *hsend) {
-  if (!s && dev && bytes) s = dist__mem_upload(DIST_MEM_CUDA, dev, hrecv, bytes);
-  if (!s) s = dist__mem_sync(DIST_MEM_CUDA); /* the host buffers must outlive the copy */
+/* Copy a host result back to the device and release both host buffers.
+ * After a failed download nothing is copied back: the result holds this
+ * rank's zeros in place of its data. */
+static dist_status finish(const late *l, dist_status s, void *dev, void *hrecv, size_t bytes, void *hsend) {
+  if (!l->s) {
+    if (!s && dev && bytes) s = dist__mem_upload(DIST_MEM_CUDA, dev, hrecv, bytes);
+    if (!s) s = dist__mem_sync(DIST_MEM_CUDA); /* the host buffers must outlive the copy */
+  }
   free(hsend);
   if (hrecv != hsend) free(hrecv);
+  if (l->s) return dist__error(l->s, "%s (staged collective: posted with zeros from this rank)", l->why);
   return s;
 }
 
 /* As finish, but upload only the ranges the call receives into (MPI leaves
  * the gaps between them untouched, and so must this). */
-static dist_status finish_ranges(dist_status s, const dist__group *g, void *dev, void *hrecv, const size_t *counts,
-                                 const size_t *displs, size_t es, void *hsend) {
-  for (int r = 0; !s && dev && r < g->size; r++)
+static dist_status finish_ranges(const late *l, dist_status s, const dist__group *g, void *dev, void *hrecv,
+                                 const size_t *counts, const size_t *displs, size_t es, void *hsend) {
+  for (int r = 0; !s && !l->s && dev && r < g->size; r++)
     if (counts[r])
       s = dist__mem_upload(DIST_MEM_CUDA, (char *)dev + displs[r] * es, (char *)hrecv + displs[r] * es, counts[r] * es);
-  return finish(s, NULL, hrecv, 0, hsend);
+  return finish(l, s, NULL, hrecv, 0, hsend);
 }
 
 static size_t total(const dist__group *g, const size_t *counts, const size_t *displs) {
@@ -47,76 +72,84 @@ static size_t total(const dist__group *g, const size_t *counts, const size_t *di
 static dist_status all_reduce(dist__group *g, const void *send, void *recv, size_t n, dist_dtype t, dist_reduce_op op,
                               dist__pending *p) {
   void *h;
+  late l = {0};
   size_t b = n * dist_dtype_size(t);
-  DIST_CHECK(host_copy(send, b, &h));
-  return finish(mpi->all_reduce(g, h, h, n, t, op, NULL), recv, h, b, h);
+  DIST_CHECK(host_copy(send, b, &h, &l));
+  return finish(&l, mpi->all_reduce(g, h, h, n, t, op, NULL), recv, h, b, h);
 }
 
 static dist_status broadcast(dist__group *g, void *buf, size_t n, dist_dtype t, int root) {
   void *h;
+  late l = {0};
   size_t b = n * dist_dtype_size(t);
-  DIST_CHECK(host_copy(g->rank == root ? buf : NULL, b, &h));
-  return finish(mpi->broadcast(g, h, n, t, root), buf, h, b, h);
+  DIST_CHECK(host_copy(g->rank == root ? buf : NULL, b, &h, &l));
+  return finish(&l, mpi->broadcast(g, h, n, t, root), buf, h, b, h);
 }
 
 static dist_status reduce(dist__group *g, const void *send, void *recv, size_t n, dist_dtype t, dist_reduce_op op,
                           int root) {
   void *h;
+  late l = {0};
   size_t b = n * dist_dtype_size(t);
-  DIST_CHECK(host_copy(send, b, &h));
-  return finish(mpi->reduce(g, h, h, n, t, op, root), g->rank == root ? recv : NULL, h, b, h);
+  DIST_CHECK(host_copy(send, b, &h, &l));
+  return finish(&l, mpi->reduce(g, h, h, n, t, op, root), g->rank == root ? recv : NULL, h, b, h);
 }
 
 static dist_status all_gather_v(dist__group *g, const void *send, void *recv, const size_t *c, const size_t *d,
                                 dist_dtype t, dist__pending *p) {
   void *hs, *hr;
+  late l = {0};
   size_t es = dist_dtype_size(t), rb = total(g, c, d) * es;
-  DIST_CHECK(host_copy(send, c[g->rank] * es, &hs));
-  dist_status s = host_copy(NULL, rb, &hr);
-  if (s) return finish(s, NULL, hs, 0, hs);
-  return finish_ranges(mpi->all_gather_v(g, hs, hr, c, d, t, NULL), g, recv, hr, c, d, es, hs);
+  DIST_CHECK(host_copy(send, c[g->rank] * es, &hs, &l));
+  dist_status s = host_copy(NULL, rb, &hr, &l);
+  if (s) return finish(&no_late, s, NULL, hs, 0, hs);
+  return finish_ranges(&l, mpi->all_gather_v(g, hs, hr, c, d, t, NULL), g, recv, hr, c, d, es, hs);
 }
 
 static dist_status reduce_scatter_v(dist__group *g, const void *send, void *recv, const size_t *c, const size_t *d,
                                     dist_dtype t, dist_reduce_op op) {
   void *hs, *hr;
+  late l = {0};
   size_t es = dist_dtype_size(t), rb = c[g->rank] * es;
-  DIST_CHECK(host_copy(send, total(g, c, d) * es, &hs));
-  dist_status s = host_copy(NULL, rb, &hr);
-  if (s) return finish(s, NULL, hs, 0, hs);
-  return finish(mpi->reduce_scatter_v(g, hs, hr, c, d, t, op), recv, hr, rb, hs);
+  DIST_CHECK(host_copy(send, total(g, c, d) * es, &hs, &l));
+  dist_status s = host_copy(NULL, rb, &hr, &l);
+  if (s) return finish(&no_late, s, NULL, hs, 0, hs);
+  return finish(&l, mpi->reduce_scatter_v(g, hs, hr, c, d, t, op), recv, hr, rb, hs);
 }
 
 static dist_status gather_v(dist__group *g, const void *send, void *recv, const size_t *c, const size_t *d,
                             dist_dtype t, int root) {
   void *hs, *hr = NULL;
+  late l = {0};
   int me = g->rank;
   size_t es = dist_dtype_size(t), rb = me == root ? total(g, c, d) * es : 0;
-  DIST_CHECK(host_copy(send, c[me] * es, &hs));
-  dist_status s = host_copy(NULL, rb, &hr);
-  if (s) return finish(s, NULL, hs, 0, hs);
-  return finish_ranges(mpi->gather_v(g, hs, hr, c, d, t, root), g, me == root ? recv : NULL, hr, c, d, es, hs);
+  DIST_CHECK(host_copy(send, c[me] * es, &hs, &l));
+  dist_status s = host_copy(NULL, rb, &hr, &l);
+  if (s) return finish(&no_late, s, NULL, hs, 0, hs);
+  return finish_ranges(&l, mpi->gather_v(g, hs, hr, c, d, t, root), g, me == root ? recv : NULL, hr, c, d, es, hs);
 }
 
 static dist_status scatter_v(dist__group *g, const void *send, void *recv, const size_t *c, const size_t *d,
                              dist_dtype t, int root) {
   void *hs, *hr;
+  late l = {0};
   int me = g->rank;
   size_t es = dist_dtype_size(t), rb = c[me] * es;
-  DIST_CHECK(host_copy(me == root ? send : NULL, me == root ? total(g, c, d) * es : 0, &hs));
-  dist_status s = host_copy(NULL, rb, &hr);
-  if (s) return finish(s, NULL, hs, 0, hs);
-  return finish(mpi->scatter_v(g, hs, hr, c, d, t, root), recv, hr, rb, hs);
+  DIST_CHECK(host_copy(me == root ? send : NULL, me == root ? total(g, c, d) * es : 0, &hs, &l));
+  dist_status s = host_copy(NULL, rb, &hr, &l);
+  if (s) return finish(&no_late, s, NULL, hs, 0, hs);
+  return finish(&l, mpi->scatter_v(g, hs, hr, c, d, t, root), recv, hr, rb, hs);
 }
 
 static dist_status all_to_all_v(dist__group *g, const void *send, const size_t *sc, const size_t *sd, void *recv,
                                 const size_t *rc, const size_t *rd, dist_dtype t, dist__pending *p) {
   void *hs, *hr;
+  late l = {0};
   size_t es = dist_dtype_size(t), rb = total(g, rc, rd) * es;
-  DIST_CHECK(host_copy(send, total(g, sc, sd) * es, &hs));
-  dist_status s = host_copy(NULL, rb, &hr);
-  if (s) return finish(s, NULL, hs, 0, hs);
-  return finish_ranges(mpi->all_to_all_v(g, hs, sc, sd, hr, rc, rd, t, NULL), g, recv, hr, rc, rd, es, hs);
+  DIST_CHECK(host_copy(send, total(g, sc, sd) * es, &hs, &l));
+  dist_status s = host_copy(NULL, rb, &hr, &l);
+  if (s) return finish(&no_late, s, NULL, hs, 0, hs);
+  return finish_ranges(&l, mpi->all_to_all_v(g, hs, sc, sd, hr, rc, rd, t, NULL), g, recv, hr, rc, rd, es, hs);
 }
 
 static dist_status barrier(dist__group *g) {

@@ -1,0 +1,191 @@
+/* The staged backend (CUDA memory without NCCL) when a device-to-host copy
+ * fails on one rank only (run at 1, 2, 3 and 4 ranks).
+ *
+ * That rank must still post the collective, with zeros for its data, and
+ * report the failure: returning before the post leaves the other ranks
+ * waiting in it for good. The failure is injected (fault site
+ * "staged_download"), so the test runs with or without a GPU. Without one,
+ * every real device copy fails too (the buffers are host memory then), which
+ * checks that nothing hangs when all ranks fail; with one, the values the
+ * other ranks receive are checked as well. After each case an MPI all-reduce
+ * checks that every rank is still at the same collective.
+ *
+ * Exits 77 (automake's SKIP) when built without CUDA. */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <distmgr.h>
+#include <mpi.h>
+#include <stdio.h>
+
+#ifndef HAVE_CUDA
+
+int main(void) {
+  int rank = 0;
+  if (dist_manager_initialize() == DIST_SUCCESS) {
+    dist_manager_rank(&rank);
+    dist_manager_finalize();
+  }
+  if (rank == 0) printf("SKIP: built without CUDA (no staged backend)\n");
+  return 77;
+}
+
+#else /* HAVE_CUDA */
+
+#include <cuda_runtime.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "cunit_mpi.h"
+#include "fault.h"
+#include "state.h"
+
+#define N 1000
+
+static int W, R, GPU; /* GPU: every rank has a device, so the buffers are device memory */
+
+/* N floats of "device" memory holding v: cudaMalloc'd with a GPU, else host
+ * memory, from which every device copy fails (a failure on every rank). */
+static float *dev_new(float v) {
+  float h[N];
+  for (int i = 0; i < N; i++) h[i] = v;
+  void *p = NULL;
+  if (GPU) {
+    if (cudaMalloc(&p, sizeof h) != cudaSuccess) return NULL;
+    if (cudaMemcpy(p, h, sizeof h, cudaMemcpyHostToDevice) != cudaSuccess) return cudaFree(p), NULL;
+  } else if ((p = malloc(sizeof h))) {
+    memcpy(p, h, sizeof h);
+  }
+  return p;
+}
+
+static void dev_free(float *p) {
+  if (GPU) cudaFree(p);
+  else free(p);
+}
+
+/* Every element of the device buffer equals `want` (checked with a GPU only). */
+static void expect_all(const float *dev, float want, const char *what) {
+  if (!GPU) return;
+  float h[N];
+  CU_ASSERT_FATAL(cudaMemcpy(h, dev, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess);
+  int bad = 0;
+  for (int i = 0; i < N; i++) bad += h[i] != want;
+  if (bad) fprintf(stderr, "[rank %d/%d] %s: %d of %d elements differ from %g (first: %g)\n", R, W, what, bad, N, want, h[0]);
+  CU_ASSERT_EQUAL(bad, 0);
+}
+
+/* The rank that failed reports the injected fault, and the site was used. */
+static void expect_injected(dist_status s, const char *what) {
+  CU_ASSERT_EQUAL(s, DIST_ERR_INTERNAL);
+  if (s != DIST_ERR_INTERNAL) fprintf(stderr, "[rank %d/%d] %s: status %d (%s)\n", R, W, what, s, dist_last_error());
+  CU_ASSERT_PTR_NOT_NULL(strstr(dist_last_error(), "staged_download"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(dist_last_error(), "posted with zeros"));
+  CU_ASSERT_PTR_NULL(dist__fault_site);
+  dist__fault_site = NULL;
+}
+
+/* The others succeed with a GPU; without one their own device copies fail. */
+static void expect_others(dist_status s, const char *what) {
+  if (GPU && s) fprintf(stderr, "[rank %d/%d] %s: status %d (%s)\n", R, W, what, s, dist_last_error());
+  CU_ASSERT(GPU ? s == DIST_SUCCESS : s != DIST_SUCCESS);
+}
+
+/* Every rank is at the same collective: one more all-reduce must sum to W. */
+static void expect_in_step(dist__group *g) {
+  int one = 1, sum = 0;
+  CU_ASSERT_EQUAL_FATAL(MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, g->comm), MPI_SUCCESS);
+  CU_ASSERT_EQUAL(sum, W);
+}
+
+static dist__group *world(void) {
+  dist__group *g = NULL;
+  CU_ASSERT_EQUAL_FATAL(dist__group_find(NULL, &g), DIST_SUCCESS);
+  return g;
+}
+
+/* Only the root copies from the device: the case that used to hang. */
+static void test_broadcast(void) {
+  dist__group *g = world();
+  int root = W - 1;
+  float *buf = dev_new(R == root ? 7.0f : -1.0f);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
+  if (R == root) dist__fault_site = "staged_download";
+  dist_status s = dist__backend_staged.broadcast(g, buf, N, DIST_F32, root);
+  if (R == root) {
+    expect_injected(s, "broadcast, root");
+    expect_all(buf, 7.0f, "the root's buffer is left as it was");
+  } else {
+    expect_others(s, "broadcast, receiver");
+    expect_all(buf, 0.0f, "the receivers get the root's zeros");
+  }
+  expect_in_step(g);
+  dev_free(buf);
+}
+
+/* Every rank copies; the last one fails and contributes zeros. */
+static void test_all_reduce(void) {
+  dist__group *g = world();
+  float *buf = dev_new((float)(R + 1));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
+  if (R == W - 1) dist__fault_site = "staged_download";
+  dist_status s = dist__backend_staged.all_reduce(g, buf, buf, N, DIST_F32, DIST_SUM, NULL);
+  if (R == W - 1) {
+    expect_injected(s, "all_reduce, failing rank");
+    expect_all(buf, (float)(R + 1), "the failing rank's buffer is left as it was");
+  } else {
+    expect_others(s, "all_reduce");
+    expect_all(buf, (float)((W - 1) * W / 2), "sum of the other ranks' 1..W-1");
+  }
+  expect_in_step(g);
+  dev_free(buf);
+}
+
+/* Scatter: again only the root copies from the device. */
+static void test_scatter(void) {
+  dist__group *g = world();
+  int root = 0;
+  size_t counts[4], displs[4];
+  for (int r = 0; r < W; r++) counts[r] = N / W, displs[r] = (size_t)r * (N / W);
+  float *send = dev_new(5.0f), *recv = dev_new(-1.0f);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(send);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(recv);
+  if (R == root) dist__fault_site = "staged_download";
+  dist_status s = dist__backend_staged.scatter_v(g, send, recv, counts, displs, DIST_F32, root);
+  if (R == root) {
+    expect_injected(s, "scatter_v, root");
+    expect_all(recv, -1.0f, "the root's receive buffer is left as it was");
+  } else {
+    expect_others(s, "scatter_v, receiver");
+    if (GPU) { /* the first N/W elements hold the root's zeros, the rest is untouched */
+      float h[N];
+      CU_ASSERT_FATAL(cudaMemcpy(h, recv, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess);
+      for (int i = 0; i < N; i++) CU_ASSERT_EQUAL(h[i], i < N / W ? 0.0f : -1.0f);
+    }
+  }
+  expect_in_step(g);
+  dev_free(send);
+  dev_free(recv);
+}
+
+static CU_TestInfo staged_tests[] = {{"broadcast: the root's device copy fails", test_broadcast},
+                                     {"all_reduce: one rank's device copy fails", test_all_reduce},
+                                     {"scatter_v: the root's device copy fails", test_scatter},
+                                     CU_TEST_INFO_NULL};
+/* All ranks or none use device buffers (suite init runs on every rank). */
+static int agree_gpu(void) {
+  int count = 0, least = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
+  MPI_Allreduce(&count, &least, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  GPU = least > 0;
+  if (R == 0) printf("test_staged: %s\n", GPU ? "device buffers" : "no GPU: host buffers, every device copy fails");
+  return 0;
+}
+
+static CU_SuiteInfo suites[] = {{"staged", agree_gpu, NULL, NULL, NULL, staged_tests}, CU_SUITE_INFO_NULL};
+
+int main(void) { return cunit_mpi_main(suites, "test_staged", &R, &W); }
+
+#endif /* HAVE_CUDA */
