@@ -18,12 +18,11 @@ typedef struct late {
   dist_status s;
   char why[256];
 } late;
-static const late no_late; /* for the failures that return before any download */
 
 /* A host copy of `bytes` of device memory (copied in if `src` is given). A
  * failed download still gives a buffer, zeroed, with the failure in *l: the
  * caller posts its collective anyway (a rank that returned here would leave
- * the others waiting in it) and finish returns the failure. Only a failed
+ * the others waiting in it) and finish makes every rank fail. Only a failed
  * host allocation returns at once. */
 static dist_status host_copy(const void *src, size_t bytes, void **out, late *l) {
   DIST_CHECK(dist__mem_alloc(DIST_MEM_HOST, bytes, out));
@@ -38,28 +37,48 @@ static dist_status host_copy(const void *src, size_t bytes, void **out, late *l)
   return DIST_SUCCESS;
 }
 
-/* Copy a host result back to the device and release both host buffers.
- * After a failed download nothing is copied back: the result holds this
- * rank's zeros in place of its data. */
-static dist_status finish(const late *l, dist_status s, void *dev, void *hrecv, size_t bytes, void *hsend) {
+/* Whether a rank of the group lost its data to a failed download: one small
+ * all-reduce after the collective (cheap next to this fallback's copies), so
+ * that no rank takes a result holding zeros for another rank's data unaware.
+ * Then no rank copies its result back, and every rank returns an error. */
+static void agree_late(const dist__group *g, late *l) {
+  int in[2] = {(int)l->s, g->rank}, out[2];
+  int rc = MPI_Allreduce(in, out, 1, MPI_2INT, MPI_MINLOC, g->comm);
+  if (l->s) return;
+  if (rc != MPI_SUCCESS) {
+    l->s = dist__mpi_error(rc, "MPI_Allreduce (staged collective: agreeing on the device copies)");
+    snprintf(l->why, sizeof l->why, "%s", dist_last_error());
+  } else if (out[0] != DIST_SUCCESS) {
+    l->s = (dist_status)out[0];
+    snprintf(l->why, sizeof l->why, "rank %d of group '%s' could not copy its device buffer to the host", out[1], g->name);
+  }
+}
+
+/* Copy a host result back to the device and release both host buffers. g:
+ * the group, when the collective was posted (then every rank agrees on the
+ * downloads first); NULL after a failure before the post. */
+static dist_status finish(const dist__group *g, late *l, dist_status s, void *dev, void *hrecv, size_t bytes,
+                          void *hsend) {
+  if (g) agree_late(g, l);
   if (!l->s) {
     if (!s && dev && bytes) s = dist__mem_upload(DIST_MEM_CUDA, dev, hrecv, bytes);
     if (!s) s = dist__mem_sync(DIST_MEM_CUDA); /* the host buffers must outlive the copy */
   }
   free(hsend);
   if (hrecv != hsend) free(hrecv);
-  if (l->s) return dist__error(l->s, "%s (staged collective: posted with zeros from this rank)", l->why);
+  if (l->s) return dist__error(l->s, "%s (staged collective: posted with zeros for that data, no result copied back)", l->why);
   return s;
 }
 
 /* As finish, but upload only the ranges the call receives into (MPI leaves
  * the gaps between them untouched, and so must this). */
-static dist_status finish_ranges(const late *l, dist_status s, const dist__group *g, void *dev, void *hrecv,
+static dist_status finish_ranges(const dist__group *g, late *l, dist_status s, void *dev, void *hrecv,
                                  const size_t *counts, const size_t *displs, size_t es, void *hsend) {
+  agree_late(g, l);
   for (int r = 0; !s && !l->s && dev && r < g->size; r++)
     if (counts[r])
       s = dist__mem_upload(DIST_MEM_CUDA, (char *)dev + displs[r] * es, (char *)hrecv + displs[r] * es, counts[r] * es);
-  return finish(l, s, NULL, hrecv, 0, hsend);
+  return finish(NULL, l, s, NULL, hrecv, 0, hsend);
 }
 
 static size_t total(const dist__group *g, const size_t *counts, const size_t *displs) {
@@ -75,7 +94,7 @@ static dist_status all_reduce(dist__group *g, const void *send, void *recv, size
   late l = {0};
   size_t b = n * dist_dtype_size(t);
   DIST_CHECK(host_copy(send, b, &h, &l));
-  return finish(&l, mpi->all_reduce(g, h, h, n, t, op, NULL), recv, h, b, h);
+  return finish(g, &l, mpi->all_reduce(g, h, h, n, t, op, NULL), recv, h, b, h);
 }
 
 static dist_status broadcast(dist__group *g, void *buf, size_t n, dist_dtype t, int root) {
@@ -83,7 +102,7 @@ static dist_status broadcast(dist__group *g, void *buf, size_t n, dist_dtype t, 
   late l = {0};
   size_t b = n * dist_dtype_size(t);
   DIST_CHECK(host_copy(g->rank == root ? buf : NULL, b, &h, &l));
-  return finish(&l, mpi->broadcast(g, h, n, t, root), buf, h, b, h);
+  return finish(g, &l, mpi->broadcast(g, h, n, t, root), buf, h, b, h);
 }
 
 static dist_status reduce(dist__group *g, const void *send, void *recv, size_t n, dist_dtype t, dist_reduce_op op,
@@ -92,7 +111,7 @@ static dist_status reduce(dist__group *g, const void *send, void *recv, size_t n
   late l = {0};
   size_t b = n * dist_dtype_size(t);
   DIST_CHECK(host_copy(send, b, &h, &l));
-  return finish(&l, mpi->reduce(g, h, h, n, t, op, root), g->rank == root ? recv : NULL, h, b, h);
+  return finish(g, &l, mpi->reduce(g, h, h, n, t, op, root), g->rank == root ? recv : NULL, h, b, h);
 }
 
 static dist_status all_gather_v(dist__group *g, const void *send, void *recv, const size_t *c, const size_t *d,
@@ -102,8 +121,8 @@ static dist_status all_gather_v(dist__group *g, const void *send, void *recv, co
   size_t es = dist_dtype_size(t), rb = total(g, c, d) * es;
   DIST_CHECK(host_copy(send, c[g->rank] * es, &hs, &l));
   dist_status s = host_copy(NULL, rb, &hr, &l);
-  if (s) return finish(&no_late, s, NULL, hs, 0, hs);
-  return finish_ranges(&l, mpi->all_gather_v(g, hs, hr, c, d, t, NULL), g, recv, hr, c, d, es, hs);
+  if (s) return l.s = DIST_SUCCESS, finish(NULL, &l, s, NULL, hs, 0, hs); /* not posted: report the allocation */
+  return finish_ranges(g, &l, mpi->all_gather_v(g, hs, hr, c, d, t, NULL), recv, hr, c, d, es, hs);
 }
 
 static dist_status reduce_scatter_v(dist__group *g, const void *send, void *recv, const size_t *c, const size_t *d,
@@ -113,8 +132,8 @@ static dist_status reduce_scatter_v(dist__group *g, const void *send, void *recv
   size_t es = dist_dtype_size(t), rb = c[g->rank] * es;
   DIST_CHECK(host_copy(send, total(g, c, d) * es, &hs, &l));
   dist_status s = host_copy(NULL, rb, &hr, &l);
-  if (s) return finish(&no_late, s, NULL, hs, 0, hs);
-  return finish(&l, mpi->reduce_scatter_v(g, hs, hr, c, d, t, op), recv, hr, rb, hs);
+  if (s) return l.s = DIST_SUCCESS, finish(NULL, &l, s, NULL, hs, 0, hs); /* not posted: report the allocation */
+  return finish(g, &l, mpi->reduce_scatter_v(g, hs, hr, c, d, t, op), recv, hr, rb, hs);
 }
 
 static dist_status gather_v(dist__group *g, const void *send, void *recv, const size_t *c, const size_t *d,
@@ -125,8 +144,8 @@ static dist_status gather_v(dist__group *g, const void *send, void *recv, const 
   size_t es = dist_dtype_size(t), rb = me == root ? total(g, c, d) * es : 0;
   DIST_CHECK(host_copy(send, c[me] * es, &hs, &l));
   dist_status s = host_copy(NULL, rb, &hr, &l);
-  if (s) return finish(&no_late, s, NULL, hs, 0, hs);
-  return finish_ranges(&l, mpi->gather_v(g, hs, hr, c, d, t, root), g, me == root ? recv : NULL, hr, c, d, es, hs);
+  if (s) return l.s = DIST_SUCCESS, finish(NULL, &l, s, NULL, hs, 0, hs); /* not posted: report the allocation */
+  return finish_ranges(g, &l, mpi->gather_v(g, hs, hr, c, d, t, root), me == root ? recv : NULL, hr, c, d, es, hs);
 }
 
 static dist_status scatter_v(dist__group *g, const void *send, void *recv, const size_t *c, const size_t *d,
@@ -137,8 +156,8 @@ static dist_status scatter_v(dist__group *g, const void *send, void *recv, const
   size_t es = dist_dtype_size(t), rb = c[me] * es;
   DIST_CHECK(host_copy(me == root ? send : NULL, me == root ? total(g, c, d) * es : 0, &hs, &l));
   dist_status s = host_copy(NULL, rb, &hr, &l);
-  if (s) return finish(&no_late, s, NULL, hs, 0, hs);
-  return finish(&l, mpi->scatter_v(g, hs, hr, c, d, t, root), recv, hr, rb, hs);
+  if (s) return l.s = DIST_SUCCESS, finish(NULL, &l, s, NULL, hs, 0, hs); /* not posted: report the allocation */
+  return finish(g, &l, mpi->scatter_v(g, hs, hr, c, d, t, root), recv, hr, rb, hs);
 }
 
 static dist_status all_to_all_v(dist__group *g, const void *send, const size_t *sc, const size_t *sd, void *recv,
@@ -148,8 +167,8 @@ static dist_status all_to_all_v(dist__group *g, const void *send, const size_t *
   size_t es = dist_dtype_size(t), rb = total(g, rc, rd) * es;
   DIST_CHECK(host_copy(send, total(g, sc, sd) * es, &hs, &l));
   dist_status s = host_copy(NULL, rb, &hr, &l);
-  if (s) return finish(&no_late, s, NULL, hs, 0, hs);
-  return finish_ranges(&l, mpi->all_to_all_v(g, hs, sc, sd, hr, rc, rd, t, NULL), g, recv, hr, rc, rd, es, hs);
+  if (s) return l.s = DIST_SUCCESS, finish(NULL, &l, s, NULL, hs, 0, hs); /* not posted: report the allocation */
+  return finish_ranges(g, &l, mpi->all_to_all_v(g, hs, sc, sd, hr, rc, rd, t, NULL), recv, hr, rc, rd, es, hs);
 }
 
 static dist_status barrier(dist__group *g) {
