@@ -16,17 +16,11 @@
 #include <mpi.h>
 #include <stdio.h>
 
+#include "cuda_skip.h"
+
 #ifndef HAVE_CUDA
 
-int main(void) {
-  int rank = 0;
-  if (dist_manager_initialize() == DIST_SUCCESS) {
-    dist_manager_rank(&rank);
-    dist_manager_finalize();
-  }
-  if (rank == 0) printf("SKIP: no CUDA device (built without CUDA)\n");
-  return 77;
-}
+int main(void) { return cuda_skip_build("no CUDA device (built without CUDA)"); }
 
 #else /* HAVE_CUDA */
 
@@ -37,7 +31,6 @@ int main(void) {
 #include <string.h>
 
 #include "cunit_main.h"
-#include "cuda_skip.h"
 #include "coll_values.h" /* groups, dtypes, seeded values */
 
 static int W, R, DEV;  /* world size and rank from MPI; my CUDA ordinal from the manager */

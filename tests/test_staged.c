@@ -20,17 +20,11 @@
 #include <mpi.h>
 #include <stdio.h>
 
+#include "cuda_skip.h"
+
 #ifndef HAVE_CUDA
 
-int main(void) {
-  int rank = 0;
-  if (dist_manager_initialize() == DIST_SUCCESS) {
-    dist_manager_rank(&rank);
-    dist_manager_finalize();
-  }
-  if (rank == 0) printf("SKIP: built without CUDA (no staged backend)\n");
-  return 77;
-}
+int main(void) { return cuda_skip_build("built without CUDA (no staged backend)"); }
 
 #else /* HAVE_CUDA */
 
