@@ -55,8 +55,8 @@ static void agree_late(const dist__group *g, late *l) {
 }
 
 /* Copy a host result back to the device and release both host buffers. g:
- * the group, when the collective was posted (then every rank agrees on the
- * downloads first); NULL after a failure before the post. */
+ * the group, whose ranks then agree on the downloads first; NULL when the
+ * caller has already agreed (finish_ranges). */
 static dist_status finish(const dist__group *g, late *l, dist_status s, void *dev, void *hrecv, size_t bytes,
                           void *hsend) {
   if (g) agree_late(g, l);
@@ -120,8 +120,8 @@ static dist_status all_gather_v(dist__group *g, const void *send, void *recv, co
   late l = {0};
   size_t es = dist_dtype_size(t), rb = total(g, c, d) * es;
   DIST_CHECK(host_copy(send, c[g->rank] * es, &hs, &l));
-  dist_status s = host_copy(NULL, rb, &hr, &l);
-  if (s) return l.s = DIST_SUCCESS, finish(NULL, &l, s, NULL, hs, 0, hs); /* not posted: report the allocation */
+  dist_status s = dist__mem_alloc(DIST_MEM_HOST, rb, &hr);
+  if (s) return free(hs), s; /* not posted: report the allocation */
   return finish_ranges(g, &l, mpi->all_gather_v(g, hs, hr, c, d, t, NULL), recv, hr, c, d, es, hs);
 }
 
@@ -131,8 +131,8 @@ static dist_status reduce_scatter_v(dist__group *g, const void *send, void *recv
   late l = {0};
   size_t es = dist_dtype_size(t), rb = c[g->rank] * es;
   DIST_CHECK(host_copy(send, total(g, c, d) * es, &hs, &l));
-  dist_status s = host_copy(NULL, rb, &hr, &l);
-  if (s) return l.s = DIST_SUCCESS, finish(NULL, &l, s, NULL, hs, 0, hs); /* not posted: report the allocation */
+  dist_status s = dist__mem_alloc(DIST_MEM_HOST, rb, &hr);
+  if (s) return free(hs), s; /* not posted: report the allocation */
   return finish(g, &l, mpi->reduce_scatter_v(g, hs, hr, c, d, t, op), recv, hr, rb, hs);
 }
 
@@ -143,8 +143,8 @@ static dist_status gather_v(dist__group *g, const void *send, void *recv, const 
   int me = g->rank;
   size_t es = dist_dtype_size(t), rb = me == root ? total(g, c, d) * es : 0;
   DIST_CHECK(host_copy(send, c[me] * es, &hs, &l));
-  dist_status s = host_copy(NULL, rb, &hr, &l);
-  if (s) return l.s = DIST_SUCCESS, finish(NULL, &l, s, NULL, hs, 0, hs); /* not posted: report the allocation */
+  dist_status s = dist__mem_alloc(DIST_MEM_HOST, rb, &hr);
+  if (s) return free(hs), s; /* not posted: report the allocation */
   return finish_ranges(g, &l, mpi->gather_v(g, hs, hr, c, d, t, root), me == root ? recv : NULL, hr, c, d, es, hs);
 }
 
@@ -155,8 +155,8 @@ static dist_status scatter_v(dist__group *g, const void *send, void *recv, const
   int me = g->rank;
   size_t es = dist_dtype_size(t), rb = c[me] * es;
   DIST_CHECK(host_copy(me == root ? send : NULL, me == root ? total(g, c, d) * es : 0, &hs, &l));
-  dist_status s = host_copy(NULL, rb, &hr, &l);
-  if (s) return l.s = DIST_SUCCESS, finish(NULL, &l, s, NULL, hs, 0, hs); /* not posted: report the allocation */
+  dist_status s = dist__mem_alloc(DIST_MEM_HOST, rb, &hr);
+  if (s) return free(hs), s; /* not posted: report the allocation */
   return finish(g, &l, mpi->scatter_v(g, hs, hr, c, d, t, root), recv, hr, rb, hs);
 }
 
@@ -166,8 +166,8 @@ static dist_status all_to_all_v(dist__group *g, const void *send, const size_t *
   late l = {0};
   size_t es = dist_dtype_size(t), rb = total(g, rc, rd) * es;
   DIST_CHECK(host_copy(send, total(g, sc, sd) * es, &hs, &l));
-  dist_status s = host_copy(NULL, rb, &hr, &l);
-  if (s) return l.s = DIST_SUCCESS, finish(NULL, &l, s, NULL, hs, 0, hs); /* not posted: report the allocation */
+  dist_status s = dist__mem_alloc(DIST_MEM_HOST, rb, &hr);
+  if (s) return free(hs), s; /* not posted: report the allocation */
   return finish_ranges(g, &l, mpi->all_to_all_v(g, hs, sc, sd, hr, rc, rd, t, NULL), recv, hr, rc, rd, es, hs);
 }
 
