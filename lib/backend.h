@@ -61,8 +61,9 @@ extern const dist__backend dist__backend_staged; /* CUDA memory through host cop
 extern const dist__backend dist__backend_nccl;
 #endif
 
-/* The backend for tensors in `mem` (DIST_ERR_UNSUPPORTED if none). */
-dist_status dist__backend_for(dist_memory mem, const dist__backend **out);
+/* The backend for tensors in `mem` on group g, of which this rank is a member
+ * (DIST_ERR_UNSUPPORTED if none). Local; the same on every member. */
+dist_status dist__backend_for(dist_memory mem, dist__group *g, const dist__backend **out);
 
 /* Release what backends keep per group (NCCL communicators). */
 void dist__backend_release_group(dist__group *g);

@@ -18,7 +18,7 @@ dist_status dist__call_begin(dist__call *c, const char *what, const char *group)
 }
 
 dist_status dist__call_backend(dist__call *c, dist_memory mem) {
-  if (dist__backend_for(mem, &c->be)) return dist__error_context(DIST_ERR_UNSUPPORTED, "%s", c->what);
+  if (dist__backend_for(mem, c->g, &c->be)) return dist__error_context(DIST_ERR_UNSUPPORTED, "%s", c->what);
   return DIST_SUCCESS;
 }
 
@@ -260,5 +260,18 @@ dist_status dist__call_verify_always(dist__call *c, dist_status local) {
   }
   if (out[1] != in[1] || out[2] != in[2]) return mismatch(c);
   if (out[3] != 0) return exchange_mismatch(c); /* same on every rank: a sum */
+  return DIST_SUCCESS;
+}
+
+dist_status dist_coll_backend(const char *group, dist_memory memory, const char **name) {
+  const char *what = "dist_coll_backend";
+  if (!name) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: name is NULL", what);
+  if (memory != DIST_MEM_HOST && memory != DIST_MEM_CUDA)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: memory %d is neither DIST_MEM_HOST nor DIST_MEM_CUDA", what,
+                       (int)memory);
+  dist__call c;
+  DIST_CHECK(dist__call_begin(&c, what, group));
+  DIST_CHECK(dist__call_backend(&c, memory));
+  *name = c.be->name;
   return DIST_SUCCESS;
 }

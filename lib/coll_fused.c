@@ -37,7 +37,7 @@ static dist_status reduce_kind(dist__call *c, dist_tensor *ts, int n, dist_dtype
       s = copy_in(&ts[i], buf + off * esize, k);
       off += k;
     }
-  if (!s) s = dist__backend_for(mem, &c->be);
+  if (!s) s = dist__backend_for(mem, c->g, &c->be);
   if (!s) s = dist__check_op(c, w, op); /* may switch to a fallback backend */
   s = dist__call_ready(c, s);
   if (!s) s = dist__reduce_buffer(c, buf, w, mem, total, op, -1, NULL);

@@ -254,7 +254,7 @@ dist_status dist__daso_receive(dist_daso *d, int sender, int blocking, int btw) 
   for (int i = 0; i < d->p->n && d->lsize > 1; i++) {
     dist__param *q = &d->p->p[i];
     const dist__backend *be;
-    DIST_CHECK(dist__backend_for(q->memory, &be));
+    DIST_CHECK(dist__backend_for(q->memory, d->local, &be));
     DIST_CHECK(be->broadcast(d->local, q->data, (size_t)q->numel, q->dtype, sender));
   }
   /* After a blocking sync every rank holds the same parameters: all groups

@@ -96,7 +96,7 @@ dist_status dist__ddp_alloc_buffers(dist_ddp *d) {
   for (int k = 0; k < d->nb; k++) {
     dist__bucket *b = &d->b[k];
     size_t esize = dist_dtype_size(b->dtype);
-    DIST_CHECK(dist__backend_for(b->memory, &d->be[k]));
+    DIST_CHECK(dist__backend_for(b->memory, d->g, &d->be[k]));
     DIST_CHECK(dist__mem_alloc(b->memory, (size_t)b->numel * esize, &b->buf));
     b->wire = b->dtype;
     b->wirebuf = b->buf;

@@ -1,6 +1,7 @@
 /* Device assignment. The choice is a pure function; only counting and
  * selecting CUDA devices touches the runtime. */
 #include "internal.h"
+#include "state.h"
 
 #ifdef HAVE_CUDA
 #include <cuda_runtime.h>
@@ -50,5 +51,43 @@ dist_status dist__device_select(const dist_device *d) {
 #else
   (void)d;
 #endif
+  return DIST_SUCCESS;
+}
+
+uint64_t dist__device_key(const dist_device *d) {
+  if (d->kind != DIST_DEVICE_CUDA) return 0;
+#ifdef HAVE_CUDA
+  struct cudaDeviceProp p;
+  if (cudaGetDeviceProperties(&p, d->index) == cudaSuccess) {
+    uint64_t k = dist__hash(DIST__HASH_SEED, p.uuid.bytes, sizeof p.uuid.bytes);
+    return k ? k : 1;
+  }
+  (void)cudaGetLastError();
+#endif
+  /* Unknown identity: a key no other rank has, so nothing is taken as shared. */
+  return (uint64_t)dist__state.rank << 1 | 1ULL << 63;
+}
+
+int dist__device_shared(const uint64_t *keys, const int *members, int n, int *a, int *b) {
+  for (int i = 0; i < n; i++)
+    for (int j = i + 1; j < n; j++)
+      if (keys[members[i]] && keys[members[i]] == keys[members[j]]) {
+        *a = members[i] < members[j] ? members[i] : members[j];
+        *b = members[i] < members[j] ? members[j] : members[i];
+        return 1;
+      }
+  return 0;
+}
+
+dist_status dist__cuda_backend_pick(int choice, int built_nccl, int shared, const char *group, int a, int b,
+                                    int *which) {
+  if (choice == DIST__CUDA_NCCL && !built_nccl)
+    return dist__error(DIST_ERR_UNSUPPORTED, "DIST_CUDA_BACKEND=nccl but distmgr was built without NCCL");
+  if (choice == DIST__CUDA_NCCL && shared)
+    return dist__error(DIST_ERR_UNSUPPORTED,
+                       "DIST_CUDA_BACKEND=nccl but world ranks %d and %d of group '%s' drive the same GPU, which NCCL "
+                       "refuses; give each rank its own GPU, or set DIST_CUDA_BACKEND=auto or staged",
+                       a, b, group);
+  *which = choice == DIST__CUDA_STAGED || !built_nccl || shared ? DIST__CUDA_STAGED : DIST__CUDA_NCCL;
   return DIST_SUCCESS;
 }

@@ -82,7 +82,7 @@ dist_status dist_dpo_create(dist_optim *opt, int blocking, dist_dpo **out) {
     if (q->dtype != DIST_F32 && q->dtype != DIST_F64)
       s = dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: parameter '%s' is %s (f32 or f64 expected)", what, q->name,
                       dist_dtype_name(q->dtype));
-    if (!s) s = dist__backend_for(q->memory, &d->be[i]);
+    if (!s) s = dist__backend_for(q->memory, d->g, &d->be[i]);
     if (!s) s = dist__mem_alloc(q->memory, dist__param_bytes(q), &d->avg[i]);
   }
   s = dist__agree_status_hash(g->comm, s, dist__hash(DIST__HASH_SEED, &blocking, sizeof blocking), what);

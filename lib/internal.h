@@ -64,5 +64,17 @@ dist_status dist__settings_read(const char *const *env, dist__settings *out);
 dist_status dist__device_choose(int setting, int visible, int local_rank, dist_device *out);
 int dist__device_visible_count(void);             /* 0 without CUDA or devices */
 dist_status dist__device_select(const dist_device *d); /* cudaSetDevice for CUDA */
+/* A key equal on two ranks only when they drive one physical GPU (a hash of
+ * its UUID, unique across nodes); 0 for the CPU. */
+uint64_t dist__device_key(const dist_device *d);
+/* Do two of the n members (world ranks) drive one GPU? Then 1, with the first
+ * such pair of world ranks in *a < *b. Pure. */
+int dist__device_shared(const uint64_t *keys, const int *members, int n, int *a, int *b);
+/* The CUDA backend for a group: DIST__CUDA_NCCL or DIST__CUDA_STAGED from the
+ * DIST_CUDA_BACKEND choice, whether NCCL was built, and whether two members
+ * (world ranks a, b) share a GPU, which NCCL refuses. Auto then means staged;
+ * a forced nccl is an error naming the group and the ranks. Pure. */
+dist_status dist__cuda_backend_pick(int choice, int built_nccl, int shared, const char *group, int a, int b,
+                                    int *which);
 
 #endif

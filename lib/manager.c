@@ -26,6 +26,8 @@ static void release_state(void) {
   int finalized = 0;
   dist__groups_free();
   dist__half_ops_free();
+  free(m->device_keys);
+  m->device_keys = NULL;
   MPI_Finalized(&finalized);
   if (m->world != MPI_COMM_NULL && !finalized) MPI_Comm_free(&m->world);
   m->world = MPI_COMM_NULL;
@@ -133,6 +135,20 @@ static dist_status find_master(void) {
   return DIST_SUCCESS;
 }
 
+/* Every rank learns which GPU each rank drives, so that a group can tell
+ * without communicating whether two of its members share one (NCCL refuses
+ * that; backend.c then stages device collectives through host MPI). */
+static dist_status share_device_keys(void) {
+  dist__manager *m = &dist__state;
+  uint64_t mine = dist__device_key(&m->device);
+  m->device_keys = malloc(sizeof *m->device_keys * (size_t)m->size);
+  dist_status s = dist__agree(m->world, m->device_keys ? DIST_SUCCESS : dist__error(DIST_ERR_NO_MEMORY, "device keys"),
+                              "allocating the device table");
+  if (s) return s;
+  int rc = MPI_Allgather(&mine, 1, MPI_UINT64_T, m->device_keys, 1, MPI_UINT64_T, m->world);
+  return rc == MPI_SUCCESS ? DIST_SUCCESS : dist__mpi_error(rc, "MPI_Allgather (device keys)");
+}
+
 static dist_status choose_device(void) {
   dist__manager *m = &dist__state;
   DIST_CHECK(dist__device_choose(m->settings.device, dist__device_visible_count(), m->local_rank, &m->device));
@@ -190,6 +206,7 @@ static dist_status initialize(MPI_Comm adopt, const dist_init_options *options) 
   if (!s) s = resolve_nb_allreduce();
   if (!s) s = dist__topology_setup();
   if (!s) s = dist__agree(m->world, choose_device(), "selecting the device");
+  if (!s) s = share_device_keys();
   if (!s) s = find_master();
   if (s) {
     release_state();

@@ -180,7 +180,7 @@ dist_status dist_params_broadcast(dist_params *p, int root) {
   for (int i = 0; i < p->n; i++) {
     dist__param *q = &p->p[i];
     const dist__backend *be;
-    DIST_CHECK(dist__backend_for(q->memory, &be));
+    DIST_CHECK(dist__backend_for(q->memory, g, &be));
     /* 16-bit values move as bytes: a broadcast does no arithmetic. */
     dist_dtype t = (q->dtype == DIST_BF16 || q->dtype == DIST_F16) ? DIST_U8 : q->dtype;
     size_t count = t == DIST_U8 ? dist__param_bytes(q) : (size_t)q->numel;

@@ -19,6 +19,7 @@ typedef struct dist__group {
   int *members;        /* world ranks of my copy, NULL if not a member */
   MPI_Comm comm;       /* MPI_COMM_NULL if not a member */
   void *nccl;          /* ncclComm_t, created at the first device collective */
+  int cuda_backend;    /* 0 until a device collective picks one: DIST__CUDA_NCCL or _STAGED */
 } dist__group;
 
 typedef struct dist__manager {
@@ -30,6 +31,7 @@ typedef struct dist__manager {
   MPI_Comm world;
   int rank, size, local_rank, local_size, node, nnodes;
   dist_device device;
+  uint64_t *device_keys; /* dist__device_key of every world rank */
   char master_addr[DIST_ADDR_MAX];
   int master_port;
   dist__group **groups; /* each group allocated once: names handed out stay valid until finalize */

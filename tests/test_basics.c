@@ -305,6 +305,46 @@ static void test_device_out_of_range(void) {
   }
 }
 
+/* Which members drive one GPU, from a table of device keys (0 = CPU). */
+static void test_device_shared(void) {
+  const uint64_t keys[] = {0, 0, 7, 9, 7, 11}; /* world ranks 0..5 */
+  int a = -1, b = -1;
+  const int cpus[] = {0, 1}, distinct[] = {2, 3, 5}, pair[] = {5, 4, 3, 2}, one[] = {2};
+  CU_ASSERT_FALSE(dist__device_shared(keys, cpus, 2, &a, &b)); /* CPU ranks share nothing */
+  CU_ASSERT_FALSE(dist__device_shared(keys, distinct, 3, &a, &b));
+  CU_ASSERT_FALSE(dist__device_shared(keys, one, 1, &a, &b));
+  CU_ASSERT_TRUE(dist__device_shared(keys, pair, 4, &a, &b));
+  CU_ASSERT_EQUAL(a, 2); /* world ranks, ordered, whatever the member order */
+  CU_ASSERT_EQUAL(b, 4);
+}
+
+/* DIST_CUDA_BACKEND x NCCL built x GPU shared -> engine or error. */
+static void test_cuda_backend_pick(void) {
+  static const int cases[][4] = {/* choice, built, shared, want (-1: error) */
+                                 {DIST__CUDA_AUTO, 1, 0, DIST__CUDA_NCCL},   {DIST__CUDA_AUTO, 1, 1, DIST__CUDA_STAGED},
+                                 {DIST__CUDA_AUTO, 0, 0, DIST__CUDA_STAGED}, {DIST__CUDA_AUTO, 0, 1, DIST__CUDA_STAGED},
+                                 {DIST__CUDA_NCCL, 1, 0, DIST__CUDA_NCCL},   {DIST__CUDA_NCCL, 1, 1, -1},
+                                 {DIST__CUDA_NCCL, 0, 0, -1},                {DIST__CUDA_STAGED, 1, 0, DIST__CUDA_STAGED},
+                                 {DIST__CUDA_STAGED, 1, 1, DIST__CUDA_STAGED}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    unsigned before = CU_get_number_of_failures();
+    int which = 42;
+    dist_status s = dist__cuda_backend_pick(cases[i][0], cases[i][1], cases[i][2], "tp", 3, 5, &which);
+    if (cases[i][3] < 0) {
+      CU_ASSERT_EQUAL(s, DIST_ERR_UNSUPPORTED);
+      CU_ASSERT_EQUAL(which, 42);
+      ASSERT_MSG_HAS("DIST_CUDA_BACKEND=nccl");
+      if (cases[i][2]) ASSERT_MSG_HAS("world ranks 3 and 5 of group 'tp' drive the same GPU");
+    } else {
+      ASSERT_OK(s);
+      CU_ASSERT_EQUAL(which, cases[i][3]);
+    }
+    char what[48];
+    snprintf(what, sizeof what, "choice %d built %d shared %d", cases[i][0], cases[i][1], cases[i][2]);
+    name_failure(before, what);
+  }
+}
+
 static void test_device_kind_name(void) {
   CU_ASSERT_STRING_EQUAL(dist_device_kind_name(DIST_DEVICE_CPU), "cpu");
   CU_ASSERT_STRING_EQUAL(dist_device_kind_name(DIST_DEVICE_CUDA), "cuda");
@@ -412,6 +452,8 @@ static CU_TestInfo device_tests[] = {
     {"explicit setting", test_device_explicit},
     {"setting out of range", test_device_out_of_range},
     {"kind names", test_device_kind_name},
+    {"ranks sharing a GPU", test_device_shared},
+    {"CUDA backend choice", test_cuda_backend_pick},
     CU_TEST_INFO_NULL,
 };
 

@@ -436,8 +436,59 @@ static void test_device(void) {
   CU_ASSERT_EQUAL(current, DEV);
 }
 
+/* Does some pair of ranks of group g drive one GPU? From the devices' UUIDs,
+ * gathered here over MPI (independently of the manager's own table). */
+static int group_shares_gpu(const grp *g) {
+  struct cudaDeviceProp p;
+  CUDA_OK(cudaGetDeviceProperties(&p, DEV));
+  char *all = malloc(sizeof p.uuid.bytes * (size_t)W);
+  MPI_Allgather(p.uuid.bytes, (int)sizeof p.uuid.bytes, MPI_BYTE, all, (int)sizeof p.uuid.bytes, MPI_BYTE,
+                MPI_COMM_WORLD);
+  int shared = 0;
+  for (int i = 0; i < g->size; i++)
+    for (int j = i + 1; j < g->size; j++)
+      shared |= !memcmp(all + g->world[i] * sizeof p.uuid.bytes, all + g->world[j] * sizeof p.uuid.bytes,
+                        sizeof p.uuid.bytes);
+  free(all);
+  return shared;
+}
+
+/* The engine of each group's device collectives: NCCL unless the group has
+ * two ranks on one GPU (NCCL refuses them: staged, or an error when NCCL is
+ * forced) or DIST_CUDA_BACKEND=staged. The collective tests then run on it. */
+static void test_backend_choice(void) {
+  const char *env = getenv("DIST_CUDA_BACKEND");
+  for (int k = 0; k < NGROUPS; k++) {
+    int shared = group_shares_gpu(&groups[k]);
+    const char *name = NULL;
+    dist_status s = dist_coll_backend(groups[k].name, DIST_MEM_CUDA, &name);
+    if (env && !strcmp(env, "nccl") && shared) {
+      CU_ASSERT_EQUAL(s, DIST_ERR_UNSUPPORTED);
+      CU_ASSERT_PTR_NOT_NULL(strstr(dist_last_error(), "drive the same GPU"));
+      continue;
+    }
+    ASSERT_OK(s);
+#ifdef HAVE_NCCL
+    const char *want = shared || (env && !strcmp(env, "staged")) ? "staged" : "nccl";
+#else
+    const char *want = "staged";
+#endif
+    CU_ASSERT_PTR_NOT_NULL_FATAL(name);
+    CU_ASSERT_STRING_EQUAL(name, want);
+    if (R == 0) printf("  (group '%s' of %d: device collectives on %s)\n", gname(&groups[k]),
+                       groups[k].size, name);
+  }
+  const char *host = NULL;
+  ASSERT_OK(dist_coll_backend(NULL, DIST_MEM_HOST, &host));
+  CU_ASSERT_STRING_EQUAL(host, "mpi");
+  CU_ASSERT_EQUAL(dist_coll_backend("no such group", DIST_MEM_CUDA, &host), DIST_ERR_UNKNOWN_GROUP);
+  CU_ASSERT_EQUAL(dist_coll_backend(NULL, (dist_memory)7, &host), DIST_ERR_INVALID_ARGUMENT);
+  CU_ASSERT_EQUAL(dist_coll_backend(NULL, DIST_MEM_CUDA, NULL), DIST_ERR_INVALID_ARGUMENT);
+}
+
 static CU_TestInfo cuda_tests[] = {
     {"device selection", test_device},
+    {"backend choice (GPUs shared by ranks go staged)", test_backend_choice},
     {"all_reduce sum/avg/max f32 bf16 c64", test_all_reduce},
     {"all_reduce_start + wait", test_nonblocking},
     {"all_gather_v middle dim", test_all_gather_v},

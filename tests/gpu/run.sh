@@ -1,0 +1,67 @@
+#!/bin/bash
+# On a GPU machine without MPI, from a folder made by tests/gpu/pack.sh:
+#   run.sh DIR check [REGEX]      make check's tests (those matching REGEX)
+#   run.sh DIR sanitize TOOL...   the CUDA tests at 1 and 2 ranks under compute-sanitizer
+#   run.sh DIR exec CMD...        any command in the prepared environment
+# Installs the packed sysroot without replacing any file the machine has, finds
+# NCCL and cuFFT, and sets LAUNCHER. Multi-rank device collectives share the one
+# GPU, which NCCL refuses: DIST_CUDA_BACKEND picks the backend as in any run.
+# Writes logs under $OUT (or DIR/out) and prints one line per test.
+set -u
+dir=$(cd "$1" && pwd); mode=$2; shift 2
+out=${OUT:-$dir/out}; mkdir -p "$out"
+if [ ! -e /tmp/.distmgr-sysroot ]; then
+  tar -xzf "$dir/sysroot.tar.gz" -C / --skip-old-files && ldconfig && touch /tmp/.distmgr-sysroot || exit 1
+fi
+libs=
+for l in libnccl.so.2 libcufft.so.12 libcudart.so.13; do
+  f=$(find /usr/local/cuda* /usr/lib /opt -name "$l" 2>/dev/null | head -1)
+  [ -n "$f" ] && libs="$libs:$(dirname "$f")" || echo "run.sh: $l not found" >&2
+done
+export LD_LIBRARY_PATH=${libs#:}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader,tcp
+export LAUNCHER=${LAUNCHER:-mpirun --oversubscribe -n} TEST_TIMEOUT=${TEST_TIMEOUT:-300}
+cd "$dir/build"
+
+# one_test NAME: run as make check would; print "RESULT NAME (seconds)".
+one_test() {
+  local t=$1 log rc start
+  log=$out/$(basename "$t").log
+  start=$(date +%s)
+  case $t in
+    *.mpi) sh tests/mpi-launch.sh "$t" >"$log" 2>&1 ;;
+    *.sh) echo "not run here (needs SLURM or network namespaces)" >"$log"; echo "SKIP $t"; return ;;
+    *) timeout "$TEST_TIMEOUT" "./$t" >"$log" 2>&1 ;;
+  esac
+  rc=$?
+  case $rc in 0) r=PASS ;; 77) r=SKIP ;; *) r="FAIL($rc)" ;; esac
+  echo "$r $t ($(($(date +%s) - start)) s)"
+}
+export -f one_test; export out
+
+case $mode in
+  check)
+    re=${1:-.}
+    tr ' ' '\n' <"$dir/tests.list" | grep -E "$re" | xargs -P "${JOBS:-6}" -I{} bash -c 'one_test {}' |
+      sort -k2 | tee "$out/summary.txt"
+    echo "check: $(grep -c ^PASS "$out/summary.txt") passed, $(grep -c ^FAIL "$out/summary.txt") failed, $(grep -c ^SKIP "$out/summary.txt") skipped"
+    ;;
+  sanitize)
+    for tool in "$@"; do
+      for t in ${SAN_TESTS:-test_coll_cuda test_fft_cuda test_staged test_ddp test_dpo test_daso}; do
+        for np in ${SAN_NP:-1 2}; do
+          log=$out/san-$tool-$t-np$np.log
+          timeout 600 mpirun --oversubscribe -n "$np" compute-sanitizer --tool "$tool" --error-exitcode 99 \
+            --print-limit 20 "tests/$t" >"$log" 2>&1
+          rc=$?
+          echo "$tool $t np$np: rc $rc, $(grep -Ec '^========= (Invalid|Race|Barrier|Error|Uninit)' "$log") reports, $(grep -m1 'ERROR SUMMARY' "$log")"
+        done
+      done
+      log=$out/san-$tool-test_optim.log
+      timeout 600 compute-sanitizer --tool "$tool" --error-exitcode 99 tests/test_optim >"$log" 2>&1
+      echo "$tool test_optim: rc $?, $(grep -m1 'ERROR SUMMARY' "$log")"
+    done
+    ;;
+  exec) "$@" ;;
+  *) echo "run.sh: unknown mode '$mode'" >&2; exit 2 ;;
+esac
