@@ -9,8 +9,8 @@
 #include "memops.h"
 
 typedef struct cufft_state {
-  cufftHandle rows_fwd, rows_inv, cols;
-  int have_rows, have_cols;
+  cufftHandle rows_fwd, rows_inv, cols, whole_fwd, whole_inv;
+  int have_rows, have_cols, have_whole;
 } cufft_state;
 
 static dist_status cufft_error(cufftResult r, const char *call) {
@@ -30,6 +30,72 @@ static dist_status make(cufftHandle *h, int rank, long long *n, long long *inemb
     return cufft_error(r, "cufftMakePlanMany64");
   }
   return DIST_SUCCESS;
+}
+
+/* One rank, 2-D: the forward as one batched cuFFT plan writing either layout
+ * directly (TRANSPOSED through the output embedding: element (b, i, j) of
+ * batch b lands at (i*L + b)*k1 + j), the inverse as one plan from T in the
+ * SAME layout. 3-D plans and destroy_input TRANSPOSED plans (no T) keep the
+ * pipeline. */
+static dist_status create_whole(dist_fft_plan *p, cufft_state *st) {
+  if (p->P != 1 || p->rank != 2 || !p->T || !p->L || !p->n0 || !p->n1) return DIST_SUCCESS;
+  int r2c = p->type == DIST_FFT_R2C, d = is_d(p), tr = p->layout == DIST_FFT_OUT_TRANSPOSED;
+  long long n[2] = {p->n0, p->n1}, cplx[2] = {p->n0, p->k1}, outer[2] = {p->n0, tr ? p->L * p->k1 : p->k1};
+  long long in_dist = p->n0 * p->n1, c_dist = p->n0 * p->k1;
+  cufftType fwd = r2c ? (d ? CUFFT_D2Z : CUFFT_R2C) : (d ? CUFFT_Z2Z : CUFFT_C2C);
+  cufftType inv = r2c ? (d ? CUFFT_Z2D : CUFFT_C2R) : fwd;
+  DIST_CHECK(make(&st->whole_fwd, 2, n, r2c ? n : cplx, 1, in_dist, outer, 1, tr ? p->k1 : c_dist, fwd, p->L));
+  dist_status s = make(&st->whole_inv, 2, n, cplx, 1, c_dist, r2c ? n : cplx, 1, in_dist, inv, p->L);
+  if (s) {
+    cufftDestroy(st->whole_fwd);
+    return s;
+  }
+  st->have_whole = p->whole = 1;
+  return DIST_SUCCESS;
+}
+
+static dist_status exec(cufftHandle h, const dist_fft_plan *p, int inverse, const void *in, void *out,
+                        const char *what) {
+  cufftResult r = cufftSetStream(h, dist__cuda_stream());
+  if (r != CUFFT_SUCCESS) return cufft_error(r, "cufftSetStream");
+  void *i = (void *)in;
+  if (p->type == DIST_FFT_C2C)
+    r = is_d(p) ? cufftExecZ2Z(h, i, out, inverse ? CUFFT_INVERSE : CUFFT_FORWARD)
+                : cufftExecC2C(h, i, out, inverse ? CUFFT_INVERSE : CUFFT_FORWARD);
+  else if (!inverse) r = is_d(p) ? cufftExecD2Z(h, i, out) : cufftExecR2C(h, i, out);
+  else r = is_d(p) ? cufftExecZ2D(h, i, out) : cufftExecC2R(h, i, out);
+  return r == CUFFT_SUCCESS ? DIST_SUCCESS : cufft_error(r, what);
+}
+
+static dist_status box(const dist_fft_plan *p, const dist__fft_box *b) {
+  int e = dist__fft_copy_cuda(b, is_d(p), (void *)dist__cuda_stream());
+  return e ? dist__cuda_error((cudaError_t)e, "the FFT copy kernel") : DIST_SUCCESS;
+}
+
+/* Forward: transform, then scale in place if the norm asks. Inverse: copy
+ * `in` into T in the SAME layout, scaled (cuFFT's c2r overwrites its input,
+ * and `in` is preserved), make the DC and Nyquist columns Hermitian along n0
+ * (what the pipeline's column transform and real-part rule give), c2r. */
+static dist_status whole(dist_fft_plan *p, int inverse, const void *in, void *out, double scale) {
+  cufft_state *st = p->eng_state;
+  int64_t all = p->L * p->n0 * p->k1;
+  if (!inverse) {
+    DIST_CHECK(exec(st->whole_fwd, p, 0, in, out, "whole forward transform"));
+    if (scale == 1.0) return DIST_SUCCESS;
+    dist__fft_box b = {out, out, 1, 1, all, 0, 0, 0, 0, scale, 0, 0, 0, 1.0, 0};
+    return box(p, &b);
+  }
+  dist__fft_box b = {p->T, in, 1, 1, all, 0, 0, 0, 0, scale, 0, 0, 0, 1.0, 0};
+  if (p->layout == DIST_FFT_OUT_TRANSPOSED) { /* [n0, L, k1] -> [L, n0, k1] */
+    b.na = p->n0, b.nb = p->L, b.row = p->k1;
+    b.ssa = p->L * p->k1, b.ssb = p->k1, b.dsa = p->k1, b.dsb = p->n0 * p->k1;
+  }
+  DIST_CHECK(box(p, &b));
+  if (p->type == DIST_FFT_R2C) {
+    int e = dist__fft_hermitize_cuda(p->T, is_d(p), p->L, p->n0, p->k1, p->n1, (void *)dist__cuda_stream());
+    if (e) return dist__cuda_error((cudaError_t)e, "the FFT Hermitian-symmetry kernel");
+  }
+  return exec(st->whole_inv, p, 1, p->T, out, "whole inverse transform");
 }
 
 static dist_status create(dist_fft_plan *p, MPI_Comm comm) {
@@ -58,7 +124,7 @@ static dist_status create(dist_fft_plan *p, MPI_Comm comm) {
     DIST_CHECK(make(&st->cols, 1, &n0, &n0, M, 1, &n0, M, 1, d ? CUFFT_Z2Z : CUFFT_C2C, M));
     st->have_cols = 1;
   }
-  return DIST_SUCCESS;
+  return create_whole(p, st);
 }
 
 static void destroy(dist_fft_plan *p) {
@@ -66,6 +132,7 @@ static void destroy(dist_fft_plan *p) {
   if (!st) return;
   if (st->have_rows) cufftDestroy(st->rows_fwd), cufftDestroy(st->rows_inv);
   if (st->have_cols) cufftDestroy(st->cols);
+  if (st->have_whole) cufftDestroy(st->whole_fwd), cufftDestroy(st->whole_inv);
   free(st);
   p->eng_state = NULL;
 }
@@ -83,15 +150,7 @@ static dist_status rows(dist_fft_plan *p, int inverse, const void *in, void *out
                                      (void *)dist__cuda_stream());
     if (e) return dist__cuda_error((cudaError_t)e, "the FFT Hermitian-symmetry kernel");
   }
-  cufftResult r = cufftSetStream(h, dist__cuda_stream());
-  if (r != CUFFT_SUCCESS) return cufft_error(r, "cufftSetStream");
-  void *i = (void *)in;
-  if (p->type == DIST_FFT_C2C)
-    r = is_d(p) ? cufftExecZ2Z(h, i, out, inverse ? CUFFT_INVERSE : CUFFT_FORWARD)
-                : cufftExecC2C(h, i, out, inverse ? CUFFT_INVERSE : CUFFT_FORWARD);
-  else if (!inverse) r = is_d(p) ? cufftExecD2Z(h, i, out) : cufftExecR2C(h, i, out);
-  else r = is_d(p) ? cufftExecZ2D(h, i, out) : cufftExecC2R(h, i, out);
-  return r == CUFFT_SUCCESS ? DIST_SUCCESS : cufft_error(r, inverse ? "inverse row transform" : "row transform");
+  return exec(h, p, inverse, in, out, inverse ? "inverse row transform" : "row transform");
 }
 
 static dist_status cols(dist_fft_plan *p, int inverse, const void *in, void *out) {
@@ -104,10 +163,7 @@ static dist_status cols(dist_fft_plan *p, int inverse, const void *in, void *out
   return r == CUFFT_SUCCESS ? DIST_SUCCESS : cufft_error(r, "n0 transform");
 }
 
-static dist_status copy(dist_fft_plan *p, const dist__fft_box *b) {
-  int e = dist__fft_copy_cuda(b, is_d(p), (void *)dist__cuda_stream());
-  return e ? dist__cuda_error((cudaError_t)e, "the FFT exchange copy kernel") : DIST_SUCCESS;
-}
+static dist_status copy(dist_fft_plan *p, const dist__fft_box *b) { return box(p, b); }
 
 static dist_status alloc(dist_fft_plan *p, size_t bytes, void **ptr) {
   cudaError_t e = cudaMalloc(ptr, bytes ? bytes : 1);
@@ -118,4 +174,4 @@ static void release(dist_fft_plan *p, void *ptr) {
   if (ptr) cudaFree(ptr);
 }
 
-const dist__fft_engine dist__fft_cufft = {"cufft", create, destroy, prepare, rows, cols, copy, alloc, release};
+const dist__fft_engine dist__fft_cufft = {"cufft", create, destroy, prepare, rows, cols, copy, alloc, release, whole};

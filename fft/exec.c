@@ -97,8 +97,14 @@ static dist_status run(dist_fft_plan *p, int op, const dist_tensor *in, dist_ten
   DIST_CHECK(dist__call_verify(&c, s));
   int r2c = p->type == DIST_FFT_R2C, dev = dist__fft_device_enter(p);
   switch (op) {
-  case FORWARD: s = forward_pipe(p, &c, in->data, out->data, p->scale_fwd, 1.0); break;
-  case INVERSE: s = inverse_pipe(p, &c, in->data, out->data, p->scale_inv, 1.0); break;
+  case FORWARD:
+    s = p->whole ? p->eng->whole(p, 0, in->data, out->data, p->scale_fwd)
+                 : forward_pipe(p, &c, in->data, out->data, p->scale_fwd, 1.0);
+    break;
+  case INVERSE:
+    s = p->whole ? p->eng->whole(p, 1, in->data, out->data, p->scale_inv)
+                 : inverse_pipe(p, &c, in->data, out->data, p->scale_inv, 1.0);
+    break;
   case FORWARD_BACKWARD: s = inverse_pipe(p, &c, in->data, out->data, p->scale_fwd, r2c ? 0.5 : 1.0); break;
   default: s = forward_pipe(p, &c, in->data, out->data, p->scale_inv, r2c ? 2.0 : 1.0);
   }

@@ -37,6 +37,10 @@ typedef struct dist__fft_engine {
   dist_status (*copy)(struct dist_fft_plan *p, const dist__fft_box *b);
   dist_status (*alloc)(struct dist_fft_plan *p, size_t bytes, void **ptr);
   void (*free)(struct dist_fft_plan *p, void *ptr);
+  /* One-rank plans that set p->whole: the whole forward or inverse as one
+   * library transform, no exchange (scale applied; `in` preserved). NULL if
+   * the engine has none. */
+  dist_status (*whole)(struct dist_fft_plan *p, int inverse, const void *in, void *out, double scale);
 } dist__fft_engine;
 
 extern const dist__fft_engine dist__fft_fftw;
@@ -68,6 +72,7 @@ struct dist_fft_plan {
   double scale_fwd, scale_inv;
   const dist__fft_engine *eng;
   void *eng_state;
+  int whole; /* the engine made one-rank whole-transform plans (eng->whole) */
 };
 
 size_t dist__fft_csize(const struct dist_fft_plan *p); /* bytes of one complex element */

@@ -106,4 +106,4 @@ static dist_status alloc(dist_fft_plan *p, size_t bytes, void **ptr) {
 
 static void release(dist_fft_plan *p, void *ptr) { fftw_free(ptr); }
 
-const dist__fft_engine dist__fft_fftw = {"fftw", create, destroy, prepare, rows, cols, copy, alloc, release};
+const dist__fft_engine dist__fft_fftw = {"fftw", create, destroy, prepare, rows, cols, copy, alloc, release, NULL};

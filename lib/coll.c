@@ -77,6 +77,7 @@ static dist_status reduction(const char *what, const char *group, dist_tensor *t
     c.sig.root = to_root ? root : -1;
   }
   DIST_CHECK(dist__call_verify(&c, s));
+  if (c.g->size == 1 && !nb) return DIST_SUCCESS; /* one contribution: every op is the identity */
   int ordered = nb && t->memory == DIST_MEM_CUDA; /* enqueue now, track with an event */
   s = dist__reduce_buffer(&c, t->data, t->dtype, t->memory, (size_t)dist_tensor_numel(t), op, to_root ? root : -1,
                           nb && !ordered ? req : NULL);
