@@ -12,7 +12,16 @@
  * mean-squared loss; each rank trains on its own shard, rows being a pure
  * function of (rank, batch, row), so any rank can recompute any gradient.
  * Expected values are worked out by hand (merge formula) or come from an
- * independent run (the DDP reducer over the world, or the test's own SGD). */
+ * independent run (the DDP reducer over the world, or the test's own SGD).
+ *
+ * Parameters in CUDA memory (builds with CUDA, when every rank sees a
+ * device; else a SKIP line says why): the merge by hand and the regression
+ * run again with the model's tensors cudaMalloc'd, each compared with the
+ * same run on host memory. */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
 #include <distmgr.h>
 #include <math.h>
 #include <mpi.h>
@@ -20,6 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_mem.h"
+#include "cuda_skip.h"
 #include "cunit_main.h"
 #include "daso_internal.h" /* dist__daso_merge, dist__daso_pack: the arithmetic alone */
 #include "fault.h"         /* dist__fault_site: fail one pack on purpose */
@@ -31,6 +42,8 @@ static int *NODE_OF;    /* node of every world rank */
 static int UNEVEN;      /* nodes of different sizes: only the refusal is tested */
 static int RPN;         /* DIST_RANKS_PER_NODE this program set (0: the launcher's) */
 static int VERIFY;      /* DIST_VERIFY is on (the default) */
+static int DEV;         /* the manager's CUDA device (this round) */
+static dist_memory MEM = DIST_MEM_HOST; /* where the models made next keep their tensors */
 
 /* ---- checks ----------------------------------------------------------------- */
 
@@ -131,22 +144,51 @@ static double full_loss(const float *w, int batches) {
 }
 
 /* A model: data, gradients, the parameter set over the world, a local SGD
- * and (once made) its DASO. */
+ * and (once made) its DASO. In CUDA memory (MEM) the tensors are dw and dg,
+ * and w and g their host copies: model_pull and model_push copy between them. */
 typedef struct model {
   float w[NW], g[NW];
+  float *dw, *dg;
   dist_params *p;
   dist_optim *o;
   dist_daso *d;
 } model;
+
+/* Copy m->w or m->g to its device tensor, or the device's data back to m->w;
+ * no-ops for host models. 1 on success. */
+static int model_push(model *m, const float *host) {
+#ifdef HAVE_CUDA
+  if (m->dw) return cuda_upload(host == m->w ? m->dw : m->dg, host, sizeof m->w);
+#endif
+  return 1;
+}
+static int model_pull(model *m) {
+#ifdef HAVE_CUDA
+  if (m->dw) return cuda_download(m->w, m->dw, sizeof m->w);
+#endif
+  return 1;
+}
+
+/* lin.weight and lin.bias: w and g, or (MEM is CUDA) device copies of them. */
+static int model_add(model *m) {
+  float *w = m->w, *g = m->g;
+#ifdef HAVE_CUDA
+  if (MEM == DIST_MEM_CUDA) {
+    if (!(m->dw = cuda_copy_of(m->w, sizeof m->w)) || !(m->dg = cuda_copy_of(m->g, sizeof m->g))) return 0;
+    w = m->dw, g = m->dg;
+  }
+#endif
+  return CALL_OK(dist_params_add(m->p, "lin.weight", w, g, NA, DIST_F32, MEM, DEV, NULL)) &&
+         CALL_OK(dist_params_add(m->p, "lin.bias", w + NA, g + NA, DOUT, DIST_F32, MEM, DEV, NULL));
+}
 
 /* Rank 0's initial values win at commit; `init` NaN: small seeded values. */
 static int model_init(model *m, double lr, double momentum, double init) {
   memset(m, 0, sizeof *m);
   for (int i = 0; i < NW; i++) m->w[i] = isnan(init) ? (float)(0.3 * unit2(77 + (uint64_t)R, (uint64_t)i)) : (float)init;
   int ok = CALL_OK(dist_params_create(NULL, &m->p));
-  ok = ok && CALL_OK(dist_params_add_host(m->p, "lin.weight", m->w, m->g, NA, NULL));
-  ok = ok && CALL_OK(dist_params_add_host(m->p, "lin.bias", m->w + NA, m->g + NA, DOUT, NULL));
-  ok = ok && CALL_OK(dist_params_commit(m->p));
+  ok = ok && model_add(m);
+  ok = ok && CALL_OK(dist_params_commit(m->p)) && model_pull(m);
   dist_sgd_options so = DIST_SGD_OPTIONS_INIT;
   so.lr = lr;
   so.momentum = momentum;
@@ -173,16 +215,27 @@ static void model_free(model *m) {
   dist_daso_destroy(m->d);
   dist_optim_destroy(m->o);
   dist_params_destroy(m->p);
+#ifdef HAVE_CUDA
+  if (m->dw) CUDA_CHECK(cudaFree(m->dw));
+  if (m->dg) CUDA_CHECK(cudaFree(m->dg));
+#endif
 }
 
-/* One DASO iteration on batch bi of my shard, the loss scaled by `scale`. */
+/* One DASO iteration on batch bi of my shard, the loss scaled by `scale`.
+ * A device model's gradients are computed on the host and copied in, and
+ * its parameters copied back after the step. A failed copy is a CUnit
+ * failure (cuda_mem.h); the step runs all the same, so that no rank waits. */
 static dist_status daso_batch(model *m, int bi, double scale, double *loss) {
   dist_status s = dist_daso_zero_grad(m->d);
   if (s) return s;
+  if (m->dw) memset(m->g, 0, sizeof m->g); /* as zero_grad left the device's */
   double l = batch_loss(m->w, m->g, R, bi, scale);
   if (loss) *loss = l;
+  model_push(m, m->g);
   if ((s = dist_daso_mark_ready(m->d, 1)) || (s = dist_daso_mark_ready(m->d, 0))) return s;
-  return dist_daso_step(m->d);
+  s = dist_daso_step(m->d);
+  model_pull(m);
+  return s;
 }
 
 static dist_daso_state state_of(const model *m) {
@@ -493,15 +546,17 @@ static void test_agree_f32(void) { agreement(DIST_F32); }
  * batch 8 sends, and batch 9, the last, merges it and averages blocking: the
  * mean OFF + S m_k / N everywhere (merges preserve the sum over nodes).
  * OFF = 1 + 2^-12 is not a bf16 number but every change c_n m_k is: the
- * first merge is exact only if the change, not the parameter, is downcast. */
+ * first merge is exact only if the change, not the parameter, is downcast.
+ * `trace` (may be NULL) receives the parameters after every batch. */
 #define OFF (1 + 0x1p-12)
-static void merge_run(dist_dtype downcast) {
+#define MR_BATCHES 10
+static void merge_run(dist_dtype downcast, float (*trace)[NW]) {
   if (UNEVEN) return;
   dist_daso_options o = phases(1, 0, 0);
   o.downcast = downcast;
   o.sending_chunk_size = 5; /* 4 chunks of (NW + 1) */
   model m;
-  if (!model_daso(&m, 0.0, 0.0, OFF, &o, 10)) {
+  if (!model_daso(&m, 0.0, 0.0, OFF, &o, MR_BATCHES)) {
     model_free(&m);
     return;
   }
@@ -511,8 +566,10 @@ static void merge_run(dist_dtype downcast) {
   const double tol1 = 1e-7, tol = downcast == DIST_F32 ? 1e-6 : 2e-2;
   const size_t wire = downcast == DIST_F32 ? 4 : 2;
   for (int k = 0; k < NW; k++) m.w[k] = (float)(OFF + c * (1 + k % 3));
-  for (int b = 0; b < 10; b++) {
+  model_push(&m, m.w);
+  for (int b = 0; b < MR_BATCHES; b++) {
     if (!CALL_OK(daso_batch(&m, b, 1, NULL))) break;
+    if (trace) memcpy(trace[b], m.w, sizeof m.w);
     dist_daso_state st = state_of(&m);
     int bad = 0;
     for (int k = 0; k < NW && !bad; k++) {
@@ -533,8 +590,8 @@ static void merge_run(dist_dtype downcast) {
   model_free(&m);
 }
 
-static void test_merge_bf16(void) { merge_run(DIST_BF16); }
-static void test_merge_f32(void) { merge_run(DIST_F32); }
+static void test_merge_bf16(void) { merge_run(DIST_BF16, NULL); }
+static void test_merge_f32(void) { merge_run(DIST_F32, NULL); }
 
 /* ---- training: DASO against the DDP reducer --------------------------------------------- */
 
@@ -1133,6 +1190,62 @@ static void test_schedule(void) {
   }
 }
 
+/* ---- parameters in device memory ---------------------------------------------------------- */
+#ifdef HAVE_CUDA
+
+/* The merge by hand (lr 0: only the syncs move the parameters) with the
+ * model in CUDA memory: the same checks against the formula inside, and
+ * after every batch the host run's parameters bit for bit. DASO stages
+ * device parameters through host copies and merges there, and an SGD step
+ * with lr 0 leaves them as they were, on either side. */
+static void test_device_merge(void) {
+  if (UNEVEN) return;
+  float host[MR_BATCHES][NW], dev[MR_BATCHES][NW];
+  memset(host, 0, sizeof host);
+  memset(dev, 0xff, sizeof dev); /* a batch the device run missed cannot match */
+  merge_run(DIST_BF16, host);
+  MEM = DIST_MEM_CUDA;
+  merge_run(DIST_BF16, dev);
+  MEM = DIST_MEM_HOST;
+  for (int b = 0; b < MR_BATCHES; b++)
+    if (!CHECK(memcmp(host[b], dev[b], sizeof host[b]) == 0)) {
+      fprintf(stderr, "  device parameters differ from the host run's after batch %d\n", b);
+      break;
+    }
+}
+
+/* The regression run (train_daso: 120 SGD steps with momentum, warmup,
+ * cycling with non-blocking bf16 sends, cooldown) with the model in CUDA
+ * memory: agreement after every blocking sync inside, and the final loss
+ * and every parameter within DEVICE_TOL (relative to max(1, |host|)) of the
+ * host run's. Not bit for bit: the device SGD kernel may fuse multiply-adds,
+ * NCCL may add a node's gradients in another order, and the node's average
+ * divides by its size where the host multiplies by the inverse, each a
+ * rounding of the last bit that the next steps carry on (seen on one H100
+ * at 1 to 4 ranks: 6e-8 at most). The bound leaves room for such a rounding
+ * to flip one element of a bf16 send. */
+#define DEVICE_TOL 1e-4
+static void test_device_training(void) {
+  if (UNEVEN) return;
+  int pending = 0;
+  float host[NW], dev[NW];
+  double lh = train_daso(8, &pending, host);
+  MEM = DIST_MEM_CUDA;
+  double ld = train_daso(8, &pending, dev);
+  MEM = DIST_MEM_HOST;
+  double worst = 0;
+  for (int i = 0; i < NW; i++) worst = fmax(worst, fabs((double)dev[i] - host[i]) / fmax(1.0, fabs(host[i])));
+  if (R == 0)
+    printf("  [%dx%d] loss: host %.9f, device %.9f; parameters differ by %.3g at most\n", N, L, lh, ld, worst);
+  NEAR(ld, lh, DEVICE_TOL);
+  CHECK(worst <= DEVICE_TOL);
+  CHECK(pending); /* the device run cycled too */
+}
+
+/* After each device test, also one that an assertion cut short. */
+static void host_again(void) { MEM = DIST_MEM_HOST; }
+#endif /* HAVE_CUDA */
+
 /* ---- suites and rounds --------------------------------------------------------------------- */
 
 static CU_TestInfo merge_tests[] = {
@@ -1172,12 +1285,35 @@ static CU_TestInfo train_tests[] = {
     {"reset with a send in flight", test_reset_in_flight},
     {"lr schedule per step", test_schedule},
     CU_TEST_INFO_NULL};
+#ifdef HAVE_CUDA
+static CU_TestInfo device_tests[] = {
+    {"merge by hand, bf16: device == host bit for bit", test_device_merge},
+    {"regression: device within 1e-4 of host", test_device_training},
+    CU_TEST_INFO_NULL};
+#endif
 
 static CU_SuiteInfo suites[] = {{"merge", NULL, NULL, NULL, NULL, merge_tests},
                                 {"setup", NULL, NULL, NULL, NULL, setup_tests},
                                 {"global sync", NULL, NULL, NULL, NULL, sync_tests},
                                 {"training", NULL, NULL, NULL, NULL, train_tests},
+#ifdef HAVE_CUDA
+                                CU_SUITE_INFO_NULL, /* the device suite, in rounds that run it (device_round) */
+#endif
                                 CU_SUITE_INFO_NULL};
+
+#ifdef HAVE_CUDA
+static int ON_DEVICE; /* every rank sees a CUDA device */
+
+/* This round runs the device suite if every rank made the manager's device
+ * current (a rank that could not is a failure). Returns the failures. */
+static int device_round(void) {
+  static const CU_SuiteInfo device_suite = {"device memory", NULL, NULL, NULL, host_again, device_tests};
+  int ok = !ON_DEVICE || cuda_use_manager_device(&DEV), all = 0;
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  suites[sizeof suites / sizeof suites[0] - 2] = ON_DEVICE && all ? device_suite : (CU_SuiteInfo)CU_SUITE_INFO_NULL;
+  return !ok;
+}
+#endif
 
 /* This round's layout from the manager. */
 static int read_layout(void) {
@@ -1201,6 +1337,12 @@ int main(void) {
   MPI_Comm_size(MPI_COMM_WORLD, &W);
   MPI_Comm_rank(MPI_COMM_WORLD, &R);
   VERIFY = !(getenv("DIST_VERIFY") && !strcmp(getenv("DIST_VERIFY"), "0"));
+#ifdef HAVE_CUDA
+  ON_DEVICE = !cuda_skip_everywhere(R); /* else rank 0 printed SKIP */
+  if (!ON_DEVICE && R == 0) printf("  (test_daso: the device-memory cases are skipped; the host cases run)\n");
+#else
+  if (R == 0) printf("SKIP: test_daso device-memory cases: distmgr built without CUDA\n");
+#endif
   /* Layouts: as launched (real nodes: one on a single machine, or the
    * launcher's DIST_RANKS_PER_NODE), then, unless the launcher chose, one
    * rank per node and (odd sizes) uneven nodes of 2. */
@@ -1224,6 +1366,9 @@ int main(void) {
       failed++;
       break;
     }
+#ifdef HAVE_CUDA
+    failed += device_round();
+#endif
     if (read_layout()) {
       fprintf(stderr, "layout queries failed\n");
       failed++;

@@ -1,24 +1,42 @@
 /* Tests of the local optimizers (optim.h): SGD and Adam/AdamW against the
  * torch.optim formulas evaluated here in scalar double arithmetic (and two
  * literal trajectories), per-parameter steps, lr schedules, reset, state
- * sizes and the argument errors. Serial: one rank, host memory. */
+ * sizes and the argument errors. Serial: one rank.
+ *
+ * Host memory, and (builds with CUDA, when a device is visible) a "device"
+ * suite that runs the update tests again with every tensor cudaMalloc'd:
+ * each step's result is checked against the same reference formulas and
+ * against a host run of the same test. Without a device that suite is
+ * skipped, saying so on a line that starts with SKIP. */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
 #include <distmgr.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "distmgr/optim.h"
+#include "cuda_mem.h"
 #include "cunit_main.h"
 
-/* ---- a parameter set of host tensors ---------------------------------------- */
+/* ---- a parameter set of host or device tensors ------------------------------- */
+
+/* Memory of the fixtures made next (the device suite sets DIST_MEM_CUDA) and
+ * the manager's CUDA device, where device fixtures live. */
+static dist_memory MEM = DIST_MEM_HOST;
+static int DEV;
 
 #define MAXT 3
 typedef struct {
   dist_params *set;
+  dist_memory mem;
   int count;
   dist_dtype dt[MAXT];
   int64_t n[MAXT];
-  void *data[MAXT], *grad[MAXT];
+  void *data[MAXT], *grad[MAXT];   /* the host tensors, or host copies of the device ones */
+  void *ddata[MAXT], *dgrad[MAXT]; /* device tensors (CUDA fixtures) */
 } fixture;
 
 static double load(dist_dtype dt, const void *b, int64_t k) {
@@ -29,15 +47,36 @@ static void store(dist_dtype dt, void *b, int64_t k, double v) {
   else ((double *)b)[k] = v;
 }
 
+static size_t fx_bytes(const fixture *f, int i) { return (size_t)f->n[i] * dist_dtype_size(f->dt[i]); }
+
 /* Starting values away from zero, so relative comparisons stay meaningful. */
 static double p0(int i, int64_t k) { return (k % 2 ? -1 : 1) * (0.7 + 0.37 * (double)k + 0.11 * i); }
 
 /* Gradient of element k of tensor i at step t: varied signs and sizes. */
 static double gen_grad(int i, int64_t k, int t) { return sin(1.3 * (double)k + 0.7 * i + 2.1 * t) * (1 + 0.5 * (double)k); }
 
-/* count tensors "t0".."t2" of the given dtypes and sizes; committed unless told. */
+/* The tensors distmgr is given for tensor i: its host buffers, or (CUDA
+ * fixtures) device copies of them. */
+static int fx_place(fixture *f, int i, void **data, void **grad) {
+  *data = f->data[i];
+  *grad = f->grad[i];
+#ifdef HAVE_CUDA
+  if (f->mem == DIST_MEM_CUDA) {
+    f->ddata[i] = cuda_copy_of(f->data[i], fx_bytes(f, i));
+    f->dgrad[i] = cuda_copy_of(f->grad[i], fx_bytes(f, i));
+    if (!f->ddata[i] || !f->dgrad[i]) return -1;
+    *data = f->ddata[i];
+    *grad = f->dgrad[i];
+  }
+#endif
+  return 0;
+}
+
+/* count tensors "t0".."t2" of the given dtypes and sizes in memory MEM;
+ * committed unless told. */
 static int fx_init(fixture *f, int count, const dist_dtype *dt, const int64_t *n, int commit) {
   memset(f, 0, sizeof *f);
+  f->mem = MEM;
   if (dist_params_create(NULL, &f->set) != DIST_SUCCESS) return -1;
   for (int i = 0; i < count; i++) {
     size_t es = dist_dtype_size(dt[i]);
@@ -45,12 +84,14 @@ static int fx_init(fixture *f, int count, const dist_dtype *dt, const int64_t *n
     f->n[i] = n[i];
     f->data[i] = calloc((size_t)n[i] + 1, es);
     f->grad[i] = calloc((size_t)n[i] + 1, es);
+    f->count++;
     for (int64_t k = 0; k < n[i]; k++) store(dt[i], f->data[i], k, p0(i, k));
+    void *data, *grad;
     char name[8];
     snprintf(name, sizeof name, "t%d", i);
-    if (dist_params_add(f->set, name, f->data[i], f->grad[i], n[i], dt[i], DIST_MEM_HOST, 0, NULL) != DIST_SUCCESS)
+    if (fx_place(f, i, &data, &grad) ||
+        dist_params_add(f->set, name, data, grad, n[i], dt[i], f->mem, DEV, NULL) != DIST_SUCCESS)
       return -1;
-    f->count++;
   }
   return commit ? (int)dist_params_commit(f->set) : 0;
 }
@@ -60,7 +101,33 @@ static void fx_free(fixture *f) {
   for (int i = 0; i < f->count; i++) {
     free(f->data[i]);
     free(f->grad[i]);
+#ifdef HAVE_CUDA
+    if (f->mem == DIST_MEM_CUDA) {
+      CUDA_CHECK(cudaFree(f->ddata[i]));
+      CUDA_CHECK(cudaFree(f->dgrad[i]));
+    }
+#endif
   }
+}
+
+/* CUDA fixtures: copy the host values of the data and/or the gradients to
+ * the device tensors, or both back once distmgr's device work is done.
+ * No-ops on host memory, where the host values are the tensors. */
+static void fx_upload(fixture *f, int data, int grad) {
+#ifdef HAVE_CUDA
+  for (int i = 0; f->mem == DIST_MEM_CUDA && i < f->count; i++) {
+    if (data) cuda_upload(f->ddata[i], f->data[i], fx_bytes(f, i));
+    if (grad) cuda_upload(f->dgrad[i], f->grad[i], fx_bytes(f, i));
+  }
+#endif
+}
+static void fx_fetch(fixture *f) {
+#ifdef HAVE_CUDA
+  for (int i = 0; f->mem == DIST_MEM_CUDA && i < f->count; i++) {
+    cuda_download(f->data[i], f->ddata[i], fx_bytes(f, i));
+    cuda_download(f->grad[i], f->dgrad[i], fx_bytes(f, i));
+  }
+#endif
 }
 
 /* The standard set: f64[5] and f32[4] (56 bytes of data). */
@@ -68,9 +135,10 @@ static const dist_dtype STD_DT[2] = {DIST_F64, DIST_F32};
 static const int64_t STD_N[2] = {5, 4};
 #define STD_BYTES (5 * 8 + 4 * 4)
 
-/* f64 at 1e-12, f32 at 1e-6, relative. */
+/* Relative: f64 at 1e-12; f32 at 1e-6 on the host, 2e-6 on the device
+ * (whose kernels may fuse multiply-adds). */
 static int close_to(dist_dtype dt, double got, double want) {
-  double tol = dt == DIST_F32 ? 1e-6 : 1e-12;
+  double tol = dt == DIST_F64 ? 1e-12 : MEM == DIST_MEM_CUDA ? 2e-6 : 1e-6;
   return fabs(got - want) <= tol * fabs(want);
 }
 
@@ -137,6 +205,7 @@ static void ref_step(const ocase *c, double lr, ref_elem *e, double g, int t) {
 static void put_grads(fixture *f, int t) {
   for (int i = 0; i < f->count; i++)
     for (int64_t k = 0; k < f->n[i]; k++) store(f->dt[i], f->grad[i], k, gen_grad(i, k, t));
+  fx_upload(f, 0, 1);
 }
 
 /* Compare every element with the reference; report the case once. */
@@ -147,8 +216,8 @@ static void compare(const fixture *f, ref_elem ref[][8], const char *what, int t
       double got = load(f->dt[i], f->data[i], k);
       if (!close_to(f->dt[i], got, ref[i][k].p)) {
         if (!bad)
-          fprintf(stderr, "%s, step %d, tensor %d [%lld]: got %.17g want %.17g\n", what, t, i, (long long)k, got,
-                  ref[i][k].p);
+          fprintf(stderr, "%s%s, step %d, tensor %d [%lld]: got %.17g want %.17g\n",
+                  f->mem == DIST_MEM_CUDA ? "device: " : "", what, t, i, (long long)k, got, ref[i][k].p);
         bad = 1;
       }
     }
@@ -159,6 +228,50 @@ static void init_ref(const fixture *f, ref_elem ref[][8]) {
   memset(ref, 0, sizeof(ref_elem) * 8 * MAXT);
   for (int i = 0; i < f->count; i++)
     for (int64_t k = 0; k < f->n[i]; k++) ref[i][k].p = load(f->dt[i], f->data[i], k);
+}
+
+/* ---- a device run beside a host run ------------------------------------------ */
+
+/* The device suite runs a test twice (on_device): on host memory, keeping
+ * the values after every step (TWIN_KEEP), then on device memory, where
+ * every step's values must also be close_to the host run's at the same
+ * point (TWIN_CHECK). A test's steps come in a fixed order, so the k-th step
+ * of one run is the k-th of the other. */
+enum { TWIN_OFF, TWIN_KEEP, TWIN_CHECK };
+#define TWIN_STEPS 64
+static struct {
+  int mode, kept, checked;
+  double v[TWIN_STEPS][MAXT * 8];
+} twin;
+
+static void twin_step(const fixture *f) {
+  if (twin.mode == TWIN_OFF) return;
+  int at = twin.mode == TWIN_KEEP ? twin.kept++ : twin.checked++;
+  if (at >= TWIN_STEPS || (twin.mode == TWIN_CHECK && at >= twin.kept)) {
+    CU_FAIL("more steps than the host run kept");
+    return;
+  }
+  int j = 0, bad = 0;
+  for (int i = 0; i < f->count; i++)
+    for (int64_t k = 0; k < f->n[i]; k++, j++) {
+      double v = load(f->dt[i], f->data[i], k);
+      if (twin.mode == TWIN_KEEP) twin.v[at][j] = v;
+      else if (!bad && !close_to(f->dt[i], v, twin.v[at][j])) {
+        fprintf(stderr, "device step %d, tensor %d [%lld]: %.17g, host run %.17g\n", at + 1, i, (long long)k, v,
+                twin.v[at][j]);
+        bad = 1;
+      }
+    }
+  CU_ASSERT_FALSE(bad);
+}
+
+/* A full step (index < 0) or one parameter's; then the host values hold
+ * the result, and the device suite compares it with the host run's. */
+static dist_status fx_step(fixture *f, dist_optim *o, int index) {
+  dist_status s = index < 0 ? dist_optim_step(o) : dist_optim_step_param(o, index);
+  fx_fetch(f);
+  twin_step(f);
+  return s;
 }
 
 /* `steps` full steps of case c on the standard set against the reference. */
@@ -176,7 +289,7 @@ static void run_case(ocase cv, int steps) {
     for (int i = 0; i < f.count; i++)
       for (int64_t k = 0; k < f.n[i]; k++)
         ref_step(c, c->adam ? c->am.lr : c->sgd.lr, &ref[i][k], load(f.dt[i], f.grad[i], k), t);
-    ASSERT_OK(dist_optim_step(o));
+    ASSERT_OK(fx_step(&f, o, -1));
     compare(&f, ref, c->what, t);
   }
   dist_optim_destroy(o);
@@ -225,8 +338,8 @@ static void test_adam_l2_vs_decoupled(void) {
   for (int t = 1; t <= 3; t++) {
     put_grads(&a, t);
     put_grads(&b, t);
-    ASSERT_OK(dist_optim_step(oa));
-    ASSERT_OK(dist_optim_step(ob));
+    ASSERT_OK(fx_step(&a, oa, -1));
+    ASSERT_OK(fx_step(&b, ob, -1));
   }
   CU_ASSERT(fabs(load(DIST_F64, a.data[0], 0) - load(DIST_F64, b.data[0], 0)) > 1e-6);
   dist_optim_destroy(oa);
@@ -286,18 +399,18 @@ static void test_step_param(void) {
   for (int t = 1; t <= 3; t++) {
     put_grads(&f, t);
     for (int64_t k = 0; k < f.n[1]; k++) ref_step(&c, c.am.lr, &ref[1][k], load(f.dt[1], f.grad[1], k), t);
-    ASSERT_OK(dist_optim_step_param(o, 1));
+    ASSERT_OK(fx_step(&f, o, 1));
     compare(&f, ref, c.what, t); /* parameter 0 still at its start */
   }
   put_grads(&f, 7);
   for (int64_t k = 0; k < f.n[0]; k++) ref_step(&c, c.am.lr, &ref[0][k], load(f.dt[0], f.grad[0], k), 1);
-  ASSERT_OK(dist_optim_step_param(o, 0));
+  ASSERT_OK(fx_step(&f, o, 0));
   compare(&f, ref, c.what, 1);
   /* A full step now: parameter 0's second, parameter 1's fourth. */
   put_grads(&f, 8);
   for (int i = 0; i < 2; i++)
     for (int64_t k = 0; k < f.n[i]; k++) ref_step(&c, c.am.lr, &ref[i][k], load(f.dt[i], f.grad[i], k), i ? 4 : 2);
-  ASSERT_OK(dist_optim_step(o));
+  ASSERT_OK(fx_step(&f, o, -1));
   compare(&f, ref, c.what, 4);
   dist_optim_destroy(o);
   fx_free(&f);
@@ -330,7 +443,7 @@ static void test_schedule_step(void) {
   /* The step uses the scheduled lr: p -= 0.0125 * g. */
   double before = load(DIST_F64, f.data[0], 1);
   put_grads(&f, 1);
-  ASSERT_OK(dist_optim_step(o));
+  ASSERT_OK(fx_step(&f, o, -1));
   CU_ASSERT(close_to(DIST_F64, load(DIST_F64, f.data[0], 1), before - 0.0125 * load(DIST_F64, f.grad[0], 1)));
   dist_optim_destroy(o);
   fx_free(&f);
@@ -406,11 +519,11 @@ static void test_set_lr(void) {
   CU_ASSERT_EQUAL(dist_optim_get_lr(o), 0.25);
   double before = load(DIST_F32, f.data[1], 2);
   put_grads(&f, 2);
-  ASSERT_OK(dist_optim_step(o));
+  ASSERT_OK(fx_step(&f, o, -1));
   CU_ASSERT(close_to(DIST_F32, load(DIST_F32, f.data[1], 2), before - 0.25 * load(DIST_F32, f.grad[1], 2)));
   ASSERT_OK(dist_optim_set_lr(o, 0)); /* lr 0 is allowed: nothing moves */
   before = load(DIST_F32, f.data[1], 2);
-  ASSERT_OK(dist_optim_step(o));
+  ASSERT_OK(fx_step(&f, o, -1));
   CU_ASSERT_EQUAL(load(DIST_F32, f.data[1], 2), before);
   CU_ASSERT(isnan(dist_optim_get_lr(NULL)));
   dist_optim_destroy(o);
@@ -432,19 +545,20 @@ static void test_reset(void) {
     ASSERT_OK(make(&cases[c], a.set, &oa));
     for (int t = 1; t <= 3; t++) {
       put_grads(&a, t);
-      ASSERT_OK(dist_optim_step(oa));
+      ASSERT_OK(fx_step(&a, oa, -1));
     }
     size_t held = dist_optim_state_bytes(oa);
     ASSERT_OK(dist_optim_reset(oa));
     CU_ASSERT_EQUAL(dist_optim_state_bytes(oa), held);
-    for (int i = 0; i < 2; i++) memcpy(b.data[i], a.data[i], (size_t)a.n[i] * dist_dtype_size(a.dt[i]));
+    for (int i = 0; i < 2; i++) memcpy(b.data[i], a.data[i], fx_bytes(&a, i));
+    fx_upload(&b, 1, 0);
     ASSERT_OK(make(&cases[c], b.set, &ob));
     put_grads(&a, 9);
     put_grads(&b, 9);
-    ASSERT_OK(dist_optim_step(oa));
-    ASSERT_OK(dist_optim_step(ob));
+    ASSERT_OK(fx_step(&a, oa, -1));
+    ASSERT_OK(fx_step(&b, ob, -1));
     for (int i = 0; i < 2; i++) {
-      int same = !memcmp(a.data[i], b.data[i], (size_t)a.n[i] * dist_dtype_size(a.dt[i]));
+      int same = !memcmp(a.data[i], b.data[i], fx_bytes(&a, i));
       if (!same) fprintf(stderr, "%s: tensor %d differs from a fresh optimizer's first step\n", cases[c].what, i);
       CU_ASSERT(same);
     }
@@ -473,7 +587,7 @@ static void test_state_bytes(void) {
     ASSERT_OK(make(&rows[r].c, f.set, &o));
     CU_ASSERT_EQUAL(dist_optim_state_bytes(o), rows[r].bytes);
     put_grads(&f, 1);
-    ASSERT_OK(dist_optim_step(o));
+    ASSERT_OK(fx_step(&f, o, -1));
     if (dist_optim_state_bytes(o) != rows[r].bytes)
       fprintf(stderr, "%s: state_bytes %zu, want %zu\n", rows[r].c.what, dist_optim_state_bytes(o), rows[r].bytes);
     CU_ASSERT_EQUAL(dist_optim_state_bytes(o), rows[r].bytes);
@@ -493,6 +607,7 @@ static void test_accessors(void) {
   CU_ASSERT_PTR_NULL(dist_optim_name(NULL));
   put_grads(&f, 1);
   ASSERT_OK(dist_optim_zero_grad(o));
+  fx_fetch(&f);
   for (int i = 0; i < 2; i++)
     for (int64_t k = 0; k < f.n[i]; k++) CU_ASSERT_EQUAL(load(f.dt[i], f.grad[i], k), 0.0);
   dist_optim_destroy(o);
@@ -532,7 +647,7 @@ static void test_odd_sets(void) {
     put_grads(&f, t);
     for (int i = 0; i < 2; i++)
       for (int64_t k = 0; k < f.n[i]; k++) ref_step(&c, 0.1, &ref[i][k], load(f.dt[i], f.grad[i], k), t);
-    ASSERT_OK(dist_optim_step(o));
+    ASSERT_OK(fx_step(&f, o, -1));
     compare(&f, ref, c.what, t);
   }
   CU_ASSERT_EQUAL(dist_optim_state_bytes(o), 5 * 8 + 4 * 4);
@@ -723,12 +838,84 @@ static CU_TestInfo error_tests[] = {{"sgd options", test_sgd_errors},
                                     {"dtypes", test_dtype_errors},
                                     {"calls", test_call_errors},
                                     CU_TEST_INFO_NULL};
+#ifdef HAVE_CUDA
+/* ---- the device suite --------------------------------------------------------- */
+
+/* `test` on host memory, keeping every step's values, then on device
+ * memory: there each step is checked against the reference (by the test)
+ * and against the host run's values at the same step (by fx_step). */
+static void on_device(void (*test)(void)) {
+  MEM = DIST_MEM_HOST, twin.mode = TWIN_KEEP, twin.kept = 0;
+  test();
+  MEM = DIST_MEM_CUDA, twin.mode = TWIN_CHECK, twin.checked = 0;
+  test();
+  CU_ASSERT_EQUAL(twin.checked, twin.kept); /* the device run took every step of the host run */
+}
+/* After each device test, also one that a fatal assertion cut short. */
+static void host_again(void) { MEM = DIST_MEM_HOST, twin.mode = TWIN_OFF; }
+
+#define ON_DEVICE(test) \
+  static void device_##test(void) { on_device(test); }
+ON_DEVICE(test_sgd_plain)
+ON_DEVICE(test_sgd_momentum)
+ON_DEVICE(test_sgd_nesterov)
+ON_DEVICE(test_sgd_weight_decay)
+ON_DEVICE(test_sgd_maximize)
+ON_DEVICE(test_adam_plain)
+ON_DEVICE(test_adamw)
+ON_DEVICE(test_adam_amsgrad)
+ON_DEVICE(test_adam_l2_vs_decoupled)
+ON_DEVICE(test_step_param)
+ON_DEVICE(test_schedule_step)
+ON_DEVICE(test_set_lr)
+ON_DEVICE(test_reset)
+ON_DEVICE(test_state_bytes)
+ON_DEVICE(test_accessors)
+
+static CU_TestInfo device_tests[] = {{"sgd plain", device_test_sgd_plain},
+                                     {"sgd momentum and dampening", device_test_sgd_momentum},
+                                     {"sgd nesterov", device_test_sgd_nesterov},
+                                     {"sgd weight decay", device_test_sgd_weight_decay},
+                                     {"sgd maximize", device_test_sgd_maximize},
+                                     {"adam", device_test_adam_plain},
+                                     {"adamw", device_test_adamw},
+                                     {"adam amsgrad", device_test_adam_amsgrad},
+                                     {"adam L2 vs decoupled", device_test_adam_l2_vs_decoupled},
+                                     {"adam step_param", device_test_step_param},
+                                     {"STEP schedule", device_test_schedule_step},
+                                     {"set_lr", device_test_set_lr},
+                                     {"reset", device_test_reset},
+                                     {"state_bytes", device_test_state_bytes},
+                                     {"accessors, zero_grad", device_test_accessors},
+                                     CU_TEST_INFO_NULL};
+#endif /* HAVE_CUDA */
+
 static CU_SuiteInfo suites[] = {{"sgd", NULL, NULL, NULL, NULL, sgd_tests},
                                 {"adam", NULL, NULL, NULL, NULL, adam_tests},
                                 {"lr", NULL, NULL, NULL, NULL, lr_tests},
                                 {"state", NULL, NULL, NULL, NULL, state_tests},
                                 {"errors", NULL, NULL, NULL, NULL, error_tests},
+#ifdef HAVE_CUDA
+                                {"device", NULL, NULL, NULL, host_again, device_tests}, /* last (see below) */
+#endif
                                 CU_SUITE_INFO_NULL};
+
+/* Keeps the device suite where it can run; else says why (a SKIP line, or
+ * an error, which counts as a failure) and drops it. Returns the failures. */
+static int device_suite_setup(void) {
+#ifdef HAVE_CUDA
+  const char *why;
+  int runs = 0, failed = 0;
+  if (cuda_devices(&why) == 0) printf("SKIP: test_optim device suite: no CUDA device (%s)\n", why);
+  else if (cuda_use_manager_device(&DEV)) runs = 1;
+  else failed = 1;
+  if (!runs) suites[sizeof suites / sizeof suites[0] - 2] = (CU_SuiteInfo)CU_SUITE_INFO_NULL; /* the device suite */
+  return failed;
+#else
+  printf("SKIP: test_optim device suite: distmgr built without CUDA\n");
+  return 0;
+#endif
+}
 
 int main(void) {
   /* Parameter sets live in process groups: the manager must be up. */
@@ -737,7 +924,8 @@ int main(void) {
     fprintf(stderr, "initialize: %s (%s)\n", dist_status_string(s), dist_last_error());
     return 1;
   }
-  int failed = cunit_run(suites, "test_optim", 0);
+  int failed = device_suite_setup();
+  failed += cunit_run(suites, "test_optim", 0);
   if (dist_manager_finalize() != DIST_SUCCESS) failed++;
   return failed != 0;
 }
