@@ -91,7 +91,7 @@ static const struct {
       "1: every collective first agrees across ranks that all arguments are valid and match (errors, not hangs); "
       "0: skip that small all-reduce"},
      parse_verify},
-    {{"DIST_CUDA_BACKEND", "auto", "device-memory collectives: auto (NCCL if built with it), nccl, or staged "
+    {{"DIST_CUDA_BACKEND", "auto", "device-memory collectives: auto (NCCL if built with it; staged for a group with two ranks on one GPU), nccl, or staged "
       "(copied through host memory and MPI)"},
      parse_cuda_backend},
     {{"DIST_NB_ALLREDUCE_MIN", "auto",
