@@ -7,7 +7,16 @@
  * Rows are a pure function of (iteration, world rank, row), so every rank
  * can rebuild the concatenated batch of all ranks: with equal rows per rank
  * the mean of the per-rank gradients is the full-batch gradient, and a
- * serial run with SGD / Adam written out below in double is the reference. */
+ * serial run with SGD / Adam written out below in double is the reference.
+ *
+ * The mode comparisons and the serial runs also run with the parameters in
+ * cudaMalloc'd memory when every rank has a CUDA device (cuda_cases.h): the
+ * pass reads each layer's weights back before computing with them and
+ * writes each gradient there before handing it over. */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
 #include <distmgr.h>
 #include <math.h>
 #include <mpi.h>
@@ -15,8 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cunit_mpi.h"
-#include "fault.h" /* dist__fault_site: fail one copy or step on purpose */
+#include "cuda_cases.h" /* memory kinds, device copies; cunit_mpi.h */
+#include "fault.h"      /* dist__fault_site: fail one copy or step on purpose */
 
 static int W, R; /* world size and rank */
 
@@ -76,12 +85,17 @@ static double unit2(uint64_t a, uint64_t b) {
   return (double)(hash64(hash64(a + 0x1234567ULL) ^ (b * 0x9e3779b97f4a7c15ULL)) >> 11) * 0x1p-52 - 1.0;
 }
 
+/* w, g: the model's f32 arrays on the host. With device memory (mem) the
+ * parameter set holds copies of them (dw, dg) instead: w is read back before
+ * the forward uses it and g written there before it is handed over. */
 typedef struct net {
   float *w[NP], *g[NP];
+  dist_memory mem;
+  void *dw[NP], *dg[NP];
 } net;
 
 static net net_new(uint64_t seed) {
-  net m;
+  net m = {.mem = DIST_MEM_HOST};
   for (int i = 0; i < NP; i++) {
     m.w[i] = malloc(sizeof(float) * (size_t)NUMEL[i]);
     m.g[i] = calloc((size_t)NUMEL[i], sizeof(float));
@@ -92,7 +106,24 @@ static net net_new(uint64_t seed) {
 }
 
 static void net_free(net *m) {
-  for (int i = 0; i < NP; i++) free(m->w[i]), free(m->g[i]);
+  for (int i = 0; i < NP; i++) {
+    free(m->w[i]), free(m->g[i]);
+    if (m->mem != DIST_MEM_HOST) mem_free(m->mem, m->dw[i]), mem_free(m->mem, m->dg[i]);
+  }
+}
+
+static size_t bytes_of(int i) { return sizeof(float) * (size_t)NUMEL[i]; }
+
+/* Device memory: w[i] := what distmgr left in the parameter (once its queued work is done). */
+static void pull_weight(net *m, int i) {
+  if (m->mem != DIST_MEM_HOST) mem_get(m->mem, m->w[i], m->dw[i], bytes_of(i));
+}
+static void pull_weights(net *m) {
+  for (int i = 0; i < NP; i++) pull_weight(m, i);
+}
+/* Device memory: the gradient in g[i] becomes the one distmgr reads. */
+static void push_grad(net *m, int i) {
+  if (m->mem != DIST_MEM_HOST) mem_put(m->mem, m->dg[i], m->g[i], bytes_of(i));
 }
 
 /* Row j of `rank`'s micro-batch at iteration `it`. */
@@ -110,10 +141,12 @@ typedef struct hook {
 } hook;
 
 static int layer(const hook *hk, int i) { return hk->layer_of ? hk->layer_of[i] : i; }
-static void before(const hook *hk, int i) {
+static void before(const hook *hk, net *m, int i) {
   if (hk && hk->d && hk->defer) CALL_OK(dist_dpo_before_forward(hk->d, layer(hk, i)));
+  pull_weight(m, i);
 }
-static void ready(const hook *hk, int i) {
+static void ready(const hook *hk, net *m, int i) {
+  push_grad(m, i);
   if (hk && hk->d) CALL_OK(dist_dpo_grad_ready(hk->d, i));
 }
 
@@ -126,16 +159,16 @@ static double pass(net *m, int it, int r0, int r1, const hook *hk) {
   for (int r = r0; r < r1; r++)
     for (int j = 0; j < ROWS; j++) row(it, r, j, x[(r - r0) * ROWS + j], t[(r - r0) * ROWS + j]);
   /* Layer 1 computes with U and c: their updates must have landed. */
-  before(hk, U);
-  before(hk, C);
+  before(hk, m, U);
+  before(hk, m, C);
   for (int s = 0; s < n; s++)
     for (int j = 0; j < HID; j++) {
       double a = m->w[C][j];
       for (int k = 0; k < DIN; k++) a += (double)m->w[U][j * DIN + k] * x[s][k];
       h[s][j] = tanh(a);
     }
-  before(hk, V);
-  before(hk, D);
+  before(hk, m, V);
+  before(hk, m, D);
   double loss = 0;
   for (int s = 0; s < n; s++)
     for (int o = 0; o < DOUT; o++) {
@@ -151,14 +184,14 @@ static double pass(net *m, int it, int r0, int r1, const hook *hk) {
     for (int s = 0; s < n; s++) acc += dy[s][o];
     m->g[D][o] += (float)acc;
   }
-  ready(hk, D);
+  ready(hk, m, D);
   for (int o = 0; o < DOUT; o++)
     for (int j = 0; j < HID; j++) {
       double acc = 0;
       for (int s = 0; s < n; s++) acc += dy[s][o] * h[s][j];
       m->g[V][o * HID + j] += (float)acc;
     }
-  ready(hk, V);
+  ready(hk, m, V);
   for (int s = 0; s < n; s++)
     for (int j = 0; j < HID; j++) {
       double acc = 0;
@@ -170,14 +203,14 @@ static double pass(net *m, int it, int r0, int r1, const hook *hk) {
     for (int s = 0; s < n; s++) acc += da[s][j];
     m->g[C][j] += (float)acc;
   }
-  ready(hk, C);
+  ready(hk, m, C);
   for (int j = 0; j < HID; j++)
     for (int k = 0; k < DIN; k++) {
       double acc = 0;
       for (int s = 0; s < n; s++) acc += da[s][j] * x[s][k];
       m->g[U][j * DIN + k] += (float)acc;
     }
-  ready(hk, U);
+  ready(hk, m, U);
   return loss;
 }
 
@@ -185,15 +218,35 @@ static void zero_grads(net *m) {
   for (int i = 0; i < NP; i++) memset(m->g[i], 0, sizeof(float) * (size_t)NUMEL[i]);
 }
 
-/* A parameter set over the world holding m's tensors, committed (rank 0's
- * values win). */
-static dist_params *params_of(net *m) {
+/* dist_dpo_zero_grad, and the host arrays the pass adds into where they
+ * are not the parameter set's. */
+static void zero_grad(dist_dpo *d, net *m) {
+  CALL_OK(dist_dpo_zero_grad(d));
+  if (m->mem != DIST_MEM_HOST) zero_grads(m);
+}
+
+/* A parameter set over the world holding m's tensors in memory `mem`,
+ * committed (rank 0's values win). A rank whose device buffers fail
+ * registers fewer parameters, which commit reports on every rank. */
+static dist_params *params_in(net *m, dist_memory mem) {
   dist_params *p = NULL;
+  m->mem = mem;
   if (!CALL_OK(dist_params_create(NULL, &p))) return NULL;
-  for (int i = 0; i < NP; i++) CALL_OK(dist_params_add_host(p, NAME[i], m->w[i], m->g[i], NUMEL[i], NULL));
+  for (int i = 0; i < NP; i++) {
+    void *w = m->w[i], *g = m->g[i];
+    if (mem != DIST_MEM_HOST) {
+      w = m->dw[i] = mem_new(mem, bytes_of(i));
+      g = m->dg[i] = mem_new(mem, bytes_of(i));
+      if (!w || !g || !mem_put(mem, w, m->w[i], bytes_of(i))) continue;
+    }
+    CALL_OK(dist_params_add(p, NAME[i], w, g, NUMEL[i], DIST_F32, mem, cuda_cases_dev, NULL));
+  }
   CALL_OK(dist_params_commit(p));
+  pull_weights(m);
   return p;
 }
+
+static dist_params *params_of(net *m) { return params_in(m, DIST_MEM_HOST); }
 
 /* ---- reference optimizers (the formulas of optim.h, in double) --------------- */
 
@@ -262,11 +315,27 @@ static int same_bits(const net *a, const net *b) {
   return 1;
 }
 
+/* |got - want| <= rtol |want| + atol for every weight; reports the first miss. */
+static void expect_near(const net *got, const net *want, double rtol, double atol, const char *what) {
+  for (int i = 0; i < NP; i++)
+    for (int64_t k = 0; k < NUMEL[i]; k++) {
+      double g = got->w[i][k], w = want->w[i][k];
+      if (fabs(g - w) <= rtol * fabs(w) + atol) continue;
+      fprintf(stderr, "[rank %d/%d] %s: %s[%lld] = %.9g, expected %.9g\n", R, W, what, NAME[i], (long long)k, g, w);
+      CHECK(0);
+      return;
+    }
+}
+
 /* Two copies of the model in this process, one per mode, trained side by
- * side; `layer_of` NULL keeps one layer per parameter. */
-static void blocking_vs_nonblocking(int adam, const int *layer_of, int nlayers) {
+ * side in memory `mem`; `layer_of` NULL keeps one layer per parameter. The
+ * host run leaves its final weights in *host, and a device run must end
+ * near them: within twice the bound vs_serial allows between these f32
+ * runs and a double one (sums in another order, and the device kernels'
+ * fused multiply-adds, move a few ulps per step). */
+static void blocking_vs_nonblocking(int adam, const int *layer_of, int nlayers, dist_memory mem, net *host) {
   net a = net_new(11 + (uint64_t)R), b = net_new(11 + (uint64_t)R); /* commit makes rank 0's win */
-  dist_params *pa = params_of(&a), *pb = params_of(&b);
+  dist_params *pa = params_in(&a, mem), *pb = params_in(&b, mem);
   dist_optim *oa = optim_of(pa, adam, adam ? 0.01 : 0.05), *ob = optim_of(pb, adam, adam ? 0.01 : 0.05);
   dist_dpo *da = NULL, *db = NULL;
   CALL_OK(dist_dpo_create(oa, 1, &da));
@@ -278,25 +347,32 @@ static void blocking_vs_nonblocking(int adam, const int *layer_of, int nlayers) 
   CHECK(same_bits(&a, &b));
   hook ha = {da, NULL, 0}, hb = {db, layer_of, 1};
   for (int it = 0; it < ITERS; it++) {
-    CALL_OK(dist_dpo_zero_grad(da));
+    zero_grad(da, &a);
     double la = pass(&a, it, R, R + 1, &ha);
     CALL_OK(dist_dpo_step(da));
     CHECK(dist_dpo_pending(da) == 0);
 
     /* Non-blocking: zero_grad before the forward, while updates are due. */
-    CALL_OK(dist_dpo_zero_grad(db));
+    zero_grad(db, &b);
     double lb = pass(&b, it, R, R + 1, &hb);
     /* The forward saw exactly the parameters blocking mode computed with. */
     CHECK(la == lb);
     /* Handed-over gradients are copies: scribbling on the buffers changes nothing. */
-    for (int i = 0; i < NP; i++)
+    for (int i = 0; i < NP; i++) {
       for (int64_t k = 0; k < NUMEL[i]; k++) b.g[i][k] = 1e30f;
+      push_grad(&b, i);
+    }
     CALL_OK(dist_dpo_step(db));
     CHECK(dist_dpo_pending(db) == nlayers);
   }
   CALL_OK(dist_dpo_flush(db));
   CHECK(dist_dpo_pending(db) == 0);
+  pull_weights(&a), pull_weights(&b);
   CHECK(same_bits(&a, &b));
+  if (mem == DIST_MEM_HOST)
+    for (int i = 0; i < NP; i++) memcpy(host->w[i], a.w[i], bytes_of(i));
+  else
+    expect_near(&a, host, 4e-5, 4e-6, "device memory against the host run");
 out:
   dist_dpo_destroy(da);
   dist_dpo_destroy(db);
@@ -310,24 +386,31 @@ out:
 
 static const int GROUPED[NP] = {0, 0, 1, 1}; /* weight + bias per layer */
 
-static void test_bits_sgd(void) { blocking_vs_nonblocking(0, NULL, 0); }
-static void test_bits_adam(void) { blocking_vs_nonblocking(1, NULL, 0); }
-static void test_bits_sgd_grouped(void) { blocking_vs_nonblocking(0, GROUPED, 2); }
-static void test_bits_adam_grouped(void) { blocking_vs_nonblocking(1, GROUPED, 2); }
+/* In host memory, then in device memory (compared with the host run). */
+static void modes(int adam, const int *layer_of, int nlayers) {
+  net host = net_new(0);
+  for (int m = 0; m < memory_kinds(); m++) blocking_vs_nonblocking(adam, layer_of, nlayers, MEMORY[m], &host);
+  net_free(&host);
+}
+
+static void test_bits_sgd(void) { modes(0, NULL, 0); }
+static void test_bits_adam(void) { modes(1, NULL, 0); }
+static void test_bits_sgd_grouped(void) { modes(0, GROUPED, 2); }
+static void test_bits_adam_grouped(void) { modes(1, GROUPED, 2); }
 
 /* ---- (b) blocking == serial run on the concatenated batch ---------------------- */
 
-static void vs_serial(int adam, int blocking) {
+static void serial_run(int adam, int blocking, dist_memory mem) {
   if (W > MAXW) return;
   net m = net_new(21 + (uint64_t)R), ref = net_new(21); /* rank 0's seed: what commit broadcasts */
-  dist_params *p = params_of(&m);
+  dist_params *p = params_in(&m, mem);
   dist_optim *o = optim_of(p, adam, adam ? 0.01 : 0.05);
   refopt ro = ref_new(adam, adam ? 0.01 : 0.05);
   dist_dpo *d = NULL;
   CALL_OK(dist_dpo_create(o, blocking, &d));
   hook hk = {d, NULL, !blocking};
   for (int it = 0; d && it < ITERS; it++) {
-    CALL_OK(dist_dpo_zero_grad(d));
+    zero_grad(d, &m);
     pass(&m, it, R, R + 1, &hk);
     CALL_OK(dist_dpo_step(d));
     zero_grads(&ref);
@@ -335,24 +418,22 @@ static void vs_serial(int adam, int blocking) {
     ref_step(&ro, &ref);
   }
   CALL_OK(dist_dpo_flush(d));
+  pull_weights(&m);
   /* f32 model arithmetic against a double reference: a few ulps per step. */
-  for (int i = 0; i < NP; i++)
-    for (int64_t k = 0; k < NUMEL[i]; k++) {
-      double got = m.w[i][k], want = ref.w[i][k];
-      if (!(fabs(got - want) <= 2e-5 * fabs(want) + 2e-6)) {
-        fprintf(stderr, "[rank %d/%d] %s %s[%lld] = %.9g, serial %.9g\n", R, W, adam ? "adam" : "sgd", NAME[i],
-                (long long)k, got, want);
-        CHECK(0);
-        i = NP;
-        break;
-      }
-    }
+  char what[96];
+  snprintf(what, sizeof what, "%s, %s, %s memory, against the serial run", adam ? "adam" : "sgd",
+           blocking ? "blocking" : "non-blocking", memory_name(mem));
+  expect_near(&m, &ref, 2e-5, 2e-6, what);
   dist_dpo_destroy(d);
   dist_optim_destroy(o);
   dist_params_destroy(p);
   ref_free(&ro);
   net_free(&m);
   net_free(&ref);
+}
+
+static void vs_serial(int adam, int blocking) {
+  for (int m = 0; m < memory_kinds(); m++) serial_run(adam, blocking, MEMORY[m]);
 }
 
 static void test_serial_sgd(void) { vs_serial(0, 1); }
@@ -715,4 +796,4 @@ static CU_SuiteInfo suites[] = {{"non-blocking == blocking", NULL, NULL, NULL, N
                                 {"errors and bookkeeping", NULL, NULL, NULL, NULL, error_tests},
                                 CU_SUITE_INFO_NULL};
 
-int main(void) { return cunit_mpi_main(suites, "test_dpo", &R, &W); }
+int main(void) { return cuda_cases_main(suites, "test_dpo", &R, &W); }

@@ -1,0 +1,134 @@
+/* Device-memory cases inside a host test (test_ddp, test_dpo): which memory
+ * kinds the parameterised cases run in, and copies between host memory and
+ * either kind.
+ *
+ * main() is cuda_cases_main(), which finds the devices before the suites
+ * run (cuda_cases_find) and then runs them as cunit_mpi_main. The device
+ * cases run only when every rank has a CUDA device (the one the manager
+ * assigned, made current with cudaSetDevice); otherwise rank 0 prints one
+ * line starting with "SKIP" and the reason, and every rank runs the host
+ * cases alone, so no rank waits in a collective the others skip. A build
+ * without CUDA (no HAVE_CUDA in config.h) compiles no device code and says
+ * so in the same way. */
+#ifndef DISTMGR_TESTS_CUDA_CASES_H
+#define DISTMGR_TESTS_CUDA_CASES_H
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_skip.h" /* config.h, distmgr.h, mpi.h; cuda_runtime.h with HAVE_CUDA */
+#include "cunit_mpi.h"
+
+#ifdef HAVE_CUDA
+#include <distmgr/cuda.h>
+#endif
+
+static int cuda_cases_on;     /* every rank runs the device cases */
+static int cuda_cases_dev;    /* this rank's CUDA ordinal (the manager's) */
+static int cuda_cases_failed; /* this rank has a device but could not make it current: main fails */
+
+/* Host memory first, then device memory when cuda_cases_on. */
+static const dist_memory MEMORY[2] = {DIST_MEM_HOST, DIST_MEM_CUDA};
+static inline int memory_kinds(void) { return cuda_cases_on ? 2 : 1; }
+static inline const char *memory_name(dist_memory mem) { return mem == DIST_MEM_HOST ? "host" : "device"; }
+
+static inline void cuda_cases_assert(int ok, const char *what, const char *file, int line) {
+  if (!ok) fprintf(stderr, "%s:%d: %s\n", file, line, what);
+  CU_assertImplementation(ok ? CU_TRUE : CU_FALSE, (unsigned)line, what, file, "", CU_FALSE);
+}
+
+#ifdef HAVE_CUDA
+/* A CUDA call that must succeed: a CUnit failure with CUDA's message if not. */
+#define CUDA_OK(call) cuda_ok_((call), #call, __FILE__, __LINE__)
+static inline int cuda_ok_(cudaError_t e, const char *text, const char *file, int line) {
+  char what[256];
+  snprintf(what, sizeof what, "%s: %s", text, e == cudaSuccess ? "ok" : cudaGetErrorString(e));
+  cuda_cases_assert(e == cudaSuccess, what, file, line);
+  return e == cudaSuccess;
+}
+#endif
+
+/* Initialize the manager (cunit_mpi_main's own call then finds it done) and
+ * decide whether the device cases run. Collective over the world. */
+static inline void cuda_cases_find(const char *test) {
+  int rank = 0;
+  if (dist_manager_initialize() != DIST_SUCCESS) return; /* cunit_mpi_main reports it */
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+#ifndef HAVE_CUDA
+  if (rank == 0) printf("SKIP: %s device-memory cases: built without CUDA\n", test);
+#else
+  if (cuda_skip_everywhere(rank)) return; /* rank 0 printed "SKIP: no CUDA device" */
+  dist_device dev = {DIST_DEVICE_CPU, 0};
+  int mine = dist_manager_device(&dev) == DIST_SUCCESS && dev.kind == DIST_DEVICE_CUDA, all = 0;
+  if (mine && cudaSetDevice(dev.index) != cudaSuccess) {
+    fprintf(stderr, "%s[rank %d]: cudaSetDevice(%d) failed\n", test, rank, dev.index);
+    mine = 0;
+    cuda_cases_failed = 1;
+  }
+  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!all && rank == 0)
+    printf("SKIP: %s device-memory cases: some rank has no usable CUDA device from the manager (DIST_DEVICE=cpu, "
+           "or cudaSetDevice failed)\n", test);
+  cuda_cases_on = all;
+  cuda_cases_dev = dev.index;
+#endif
+}
+
+/* main() of the test: cuda_cases_find, then the suites as cunit_mpi_main;
+ * also fails where a device could not be made current. */
+static inline int cuda_cases_main(CU_SuiteInfo *suites, const char *name, int *rank, int *size) {
+  cuda_cases_find(name);
+  int failed = cunit_mpi_main(suites, name, rank, size);
+  return failed || cuda_cases_failed;
+}
+
+/* Zeroed memory of kind `mem` (NULL after a failure, which is asserted). */
+static inline void *mem_new(dist_memory mem, size_t bytes) {
+  if (mem == DIST_MEM_HOST) return calloc(bytes ? bytes : 1, 1);
+#ifdef HAVE_CUDA
+  void *p = NULL;
+  if (!CUDA_OK(cudaMalloc(&p, bytes ? bytes : 1))) return NULL;
+  if (!CUDA_OK(cudaMemset(p, 0, bytes))) {
+    cudaFree(p);
+    return NULL;
+  }
+  return p;
+#else
+  cuda_cases_assert(0, "device memory in a build without CUDA", __FILE__, __LINE__);
+  return NULL;
+#endif
+}
+
+static inline void mem_free(dist_memory mem, void *p) {
+  if (mem == DIST_MEM_HOST) free(p);
+#ifdef HAVE_CUDA
+  else if (p) CUDA_OK(cudaFree(p));
+#endif
+}
+
+/* Copy between host memory and memory of kind `mem` (to_mem: host -> mem).
+ * A device copy first waits for what distmgr queued on dist_cuda_stream(),
+ * so that it reads that work's results, or replaces data only after that
+ * work has read it. 1 on success (a failure is asserted). */
+static inline int mem_copy(dist_memory mem, void *dst, const void *src, size_t bytes, int to_mem) {
+  if (mem == DIST_MEM_HOST) {
+    memcpy(dst, src, bytes);
+    return 1;
+  }
+#ifdef HAVE_CUDA
+  return CUDA_OK(cudaStreamSynchronize(dist_cuda_stream())) &&
+         CUDA_OK(cudaMemcpy(dst, src, bytes, to_mem ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost));
+#else
+  (void)to_mem;
+  cuda_cases_assert(0, "device memory in a build without CUDA", __FILE__, __LINE__);
+  return 0;
+#endif
+}
+static inline int mem_put(dist_memory mem, void *dst, const void *host, size_t bytes) {
+  return mem_copy(mem, dst, host, bytes, 1);
+}
+static inline int mem_get(dist_memory mem, void *host, const void *src, size_t bytes) {
+  return mem_copy(mem, host, src, bytes, 0);
+}
+
+#endif
