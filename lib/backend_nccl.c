@@ -51,7 +51,11 @@ static int nccl_type(dist_dtype t, ncclDataType_t *out, size_t *mult) {
     case DIST_I32: *out = ncclInt32; return 1;
     case DIST_I64: *out = ncclInt64; return 1;
     case DIST_U8: *out = ncclUint8; return 1;
-    default: return 0; /* 16-bit floats arrive upcast to f32 */
+    /* The collective layer upcasts 16-bit floats to f32 before reducing;
+     * only DDP's compressed buckets hand them over, to be summed as such. */
+    case DIST_BF16: *out = ncclBfloat16; return 1;
+    case DIST_F16: *out = ncclFloat16; return 1;
+    default: return 0;
   }
 }
 
@@ -70,6 +74,7 @@ static int can_reduce(dist_dtype t, dist_reduce_op op) {
   size_t m;
   if (!nccl_type(t, &nt, &m)) return 0;
   if (dist__dtype_kind(t) == DIST__COMPLEX) return op == DIST_SUM || op == DIST_AVG; /* not elementwise otherwise */
+  if (dist__dtype_is16(t)) return op == DIST_SUM || op == DIST_MAX || op == DIST_MIN;
   if (op == DIST_AVG) return dist__dtype_kind(t) == DIST__FLOAT;
   return 1;
 }

@@ -652,13 +652,21 @@ static void bf16_refused(const dist_ddp_options *o, buffers b) {
   rig_close(&r);
 }
 
-/* bf16 gradients, summed in bf16 by an MPI user reduction on the host. In
- * device memory neither backend sums 16-bit floats (distmgr hands NCCL no
- * 16-bit type), so the reducer refuses them: bf16_refused. */
+/* Does NCCL carry this group's device collectives (dist_coll_backend)? */
+static int device_on_nccl(void) {
+  const char *name = NULL;
+  return dist_coll_backend(NULL, DIST_MEM_CUDA, &name) == DIST_SUCCESS && !strcmp(name, "nccl");
+}
+
+/* bf16 gradients, summed in bf16: on the host by an MPI user reduction, in
+ * device memory by NCCL. The staged backend cannot sum 16-bit floats, so
+ * there the reducer refuses them: bf16_refused. */
 static void test_bf16(void) {
   dist_ddp_options o = half_caps();
   grads_match(&o, (buffers){DIST_MEM_HOST, DIST_BF16}, NULL, "bf16 gradients, small buckets");
-  if (cuda_cases_on) bf16_refused(&o, (buffers){DIST_MEM_CUDA, DIST_BF16});
+  if (!cuda_cases_on) return;
+  if (device_on_nccl()) grads_match(&o, (buffers){DIST_MEM_CUDA, DIST_BF16}, NULL, "bf16 device gradients (NCCL)");
+  else bf16_refused(&o, (buffers){DIST_MEM_CUDA, DIST_BF16});
 }
 
 enum { OPT_SGD, OPT_ADAM, OPT_ADAMW };
@@ -1074,10 +1082,10 @@ static void compressed(dist_ddp_compress c, const int *order, dist_memory mem, t
     check_iteration(&r, t, 900, what);
     uint64_t n = (uint64_t)total_numel();
     uint64_t rs = dist_ddp_bytes_sent(r.d) - r0, ps = dist_ddp_bytes_sent(p.d) - p0;
-    /* Half of the uncompressed bytes. Neither device backend sums 16-bit
-     * floats: a device bucket is rounded to the wire type, then summed in
-     * f32 (the same rounding, the full bytes). */
-    uint64_t want = mem == DIST_MEM_CUDA ? 4 * n : 2 * n;
+    /* Half of the uncompressed bytes (host, NCCL). The staged backend does
+     * not sum 16-bit floats: its device bucket is rounded to the wire type,
+     * then summed in f32 (the same rounding, the full bytes). */
+    uint64_t want = mem == DIST_MEM_CUDA && !device_on_nccl() ? 4 * n : 2 * n;
     CU_ASSERT_EQUAL(ps, 4 * n);
     CU_ASSERT_EQUAL(rs, want);
     if (rs != want)
