@@ -43,7 +43,11 @@
  * Compression. DIST_DDP_COMPRESS_BF16 / _F16 send each f32 bucket as 16-bit
  * floats (half the bytes), summed pairwise in f32 and rounded back to 16 bits
  * by NCCL or by an MPI user reduction; the result is widened to f32 before
- * averaging. A user hook may instead reduce a bucket any way it likes.
+ * averaging. The staged backend (device memory without NCCL, or ranks
+ * sharing a GPU) cannot sum 16-bit floats: there a compressed bucket keeps
+ * the 16-bit rounding but travels as f32, and bf16/f16 gradients are refused
+ * (DIST_ERR_UNSUPPORTED). A user hook may instead reduce a bucket any way it
+ * likes.
  *
  * Collective calls: create, finalize, destroy. mark_ready and set_sync are
  * local but every rank must mark the same parameters in the same iteration
