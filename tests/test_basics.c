@@ -1,6 +1,7 @@
 /* Unit tests for the small pure pieces: status strings, the per-thread last
  * error, DIST_* settings, device choice and strict integer parsing. */
 #include "internal.h"
+#include "backend.h"
 
 #include <limits.h>
 #include <pthread.h>
@@ -345,6 +346,20 @@ static void test_cuda_backend_pick(void) {
   }
 }
 
+/* What each engine can reduce itself. NCCL sums 16-bit floats (DDP's
+ * compressed buckets and bf16 gradients rely on it); staged and MPI cannot,
+ * so the collective layer upcasts for them. No GPU needed: the tables only. */
+static void test_backend_can_reduce(void) {
+  CU_ASSERT_TRUE(dist__backend_mpi.can_reduce(DIST_F32, DIST_SUM));
+#ifdef HAVE_NCCL
+  CU_ASSERT_TRUE(dist__backend_nccl.can_reduce(DIST_BF16, DIST_SUM));
+  CU_ASSERT_TRUE(dist__backend_nccl.can_reduce(DIST_F16, DIST_SUM));
+  CU_ASSERT_TRUE(dist__backend_nccl.can_reduce(DIST_C64, DIST_SUM));
+  CU_ASSERT_FALSE(dist__backend_nccl.can_reduce(DIST_C64, DIST_MAX)); /* not elementwise */
+  CU_ASSERT_FALSE(dist__backend_nccl.can_reduce(DIST_I32, DIST_AVG));
+#endif
+}
+
 static void test_device_kind_name(void) {
   CU_ASSERT_STRING_EQUAL(dist_device_kind_name(DIST_DEVICE_CPU), "cpu");
   CU_ASSERT_STRING_EQUAL(dist_device_kind_name(DIST_DEVICE_CUDA), "cuda");
@@ -454,6 +469,7 @@ static CU_TestInfo device_tests[] = {
     {"kind names", test_device_kind_name},
     {"ranks sharing a GPU", test_device_shared},
     {"CUDA backend choice", test_cuda_backend_pick},
+    {"what each backend reduces", test_backend_can_reduce},
     CU_TEST_INFO_NULL,
 };
 
