@@ -45,38 +45,21 @@ static int quick, rounds = 7;
 static cudaStream_t S;
 static double hbm; /* bytes per second, read + written */
 
-#define CK(x)                                                                                  \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));      \
-      exit(1);                                                                                 \
-    }                                                                                          \
-  } while (0)
-#define NK(x)                                                                                  \
-  do {                                                                                         \
-    ncclResult_t r_ = (x);                                                                     \
-    if (r_ != ncclSuccess) {                                                                   \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, ncclGetErrorString(r_));      \
-      exit(1);                                                                                 \
-    }                                                                                          \
-  } while (0)
-#define FK(x)                                                                                  \
-  do {                                                                                         \
-    cufftResult r_ = (x);                                                                      \
-    if (r_ != CUFFT_SUCCESS) {                                                                 \
-      fprintf(stderr, "%s:%d: %s: cufftResult %d\n", __FILE__, __LINE__, #x, (int)r_);         \
-      exit(1);                                                                                 \
-    }                                                                                          \
-  } while (0)
-#define DK(x)                                                                                  \
-  do {                                                                                         \
-    dist_status s_ = (x);                                                                      \
-    if (s_ != DIST_SUCCESS) {                                                                  \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, dist_last_error());          \
-      exit(1);                                                                                 \
-    }                                                                                          \
-  } while (0)
+/* A failed call ends the run: file, line, the call and the library's message. */
+static void fail_if(int failed, const char *file, int line, const char *call, const char *why) {
+  if (!failed) return;
+  fprintf(stderr, "%s:%d: %s: %s\n", file, line, call, why);
+  exit(1);
+}
+static const char *cufft_why(cufftResult r) {
+  static char buf[32];
+  snprintf(buf, sizeof buf, "cufftResult %d", (int)r);
+  return buf;
+}
+#define CK(x) do { cudaError_t e_ = (x); fail_if(e_ != cudaSuccess, __FILE__, __LINE__, #x, cudaGetErrorString(e_)); } while (0)
+#define NK(x) do { ncclResult_t r_ = (x); fail_if(r_ != ncclSuccess, __FILE__, __LINE__, #x, ncclGetErrorString(r_)); } while (0)
+#define FK(x) do { cufftResult r_ = (x); fail_if(r_ != CUFFT_SUCCESS, __FILE__, __LINE__, #x, cufft_why(r_)); } while (0)
+#define DK(x) do { dist_status s_ = (x); fail_if(s_ != DIST_SUCCESS, __FILE__, __LINE__, #x, dist_last_error()); } while (0)
 
 /* ---- timing ------------------------------------------------------------------ */
 

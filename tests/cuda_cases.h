@@ -19,9 +19,7 @@
 #include "cuda_skip.h" /* config.h, distmgr.h, mpi.h; cuda_runtime.h with HAVE_CUDA */
 #include "cunit_mpi.h"
 
-#ifdef HAVE_CUDA
-#include <distmgr/cuda.h>
-#endif
+#include "cuda_mem.h" /* CUDA_CHECK, cuda_upload/cuda_download (CUDA builds) */
 
 static int cuda_cases_on;     /* every rank runs the device cases */
 static int cuda_cases_dev;    /* this rank's CUDA ordinal (the manager's) */
@@ -36,17 +34,6 @@ static inline void cuda_cases_assert(int ok, const char *what, const char *file,
   if (!ok) fprintf(stderr, "%s:%d: %s\n", file, line, what);
   CU_assertImplementation(ok ? CU_TRUE : CU_FALSE, (unsigned)line, what, file, "", CU_FALSE);
 }
-
-#ifdef HAVE_CUDA
-/* A CUDA call that must succeed: a CUnit failure with CUDA's message if not. */
-#define CUDA_OK(call) cuda_ok_((call), #call, __FILE__, __LINE__)
-static inline int cuda_ok_(cudaError_t e, const char *text, const char *file, int line) {
-  char what[256];
-  snprintf(what, sizeof what, "%s: %s", text, e == cudaSuccess ? "ok" : cudaGetErrorString(e));
-  cuda_cases_assert(e == cudaSuccess, what, file, line);
-  return e == cudaSuccess;
-}
-#endif
 
 /* Initialize the manager (cunit_mpi_main's own call then finds it done) and
  * decide whether the device cases run. Collective over the world. */
@@ -87,8 +74,8 @@ static inline void *mem_new(dist_memory mem, size_t bytes) {
   if (mem == DIST_MEM_HOST) return calloc(bytes ? bytes : 1, 1);
 #ifdef HAVE_CUDA
   void *p = NULL;
-  if (!CUDA_OK(cudaMalloc(&p, bytes ? bytes : 1))) return NULL;
-  if (!CUDA_OK(cudaMemset(p, 0, bytes))) {
+  if (!CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1))) return NULL;
+  if (!CUDA_CHECK(cudaMemset(p, 0, bytes))) {
     cudaFree(p);
     return NULL;
   }
@@ -102,7 +89,7 @@ static inline void *mem_new(dist_memory mem, size_t bytes) {
 static inline void mem_free(dist_memory mem, void *p) {
   if (mem == DIST_MEM_HOST) free(p);
 #ifdef HAVE_CUDA
-  else if (p) CUDA_OK(cudaFree(p));
+  else if (p) CUDA_CHECK(cudaFree(p));
 #endif
 }
 
@@ -116,8 +103,7 @@ static inline int mem_copy(dist_memory mem, void *dst, const void *src, size_t b
     return 1;
   }
 #ifdef HAVE_CUDA
-  return CUDA_OK(cudaStreamSynchronize(dist_cuda_stream())) &&
-         CUDA_OK(cudaMemcpy(dst, src, bytes, to_mem ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost));
+  return to_mem ? cuda_upload(dst, src, bytes) : cuda_download(dst, src, bytes);
 #else
   (void)to_mem;
   cuda_cases_assert(0, "device memory in a build without CUDA", __FILE__, __LINE__);

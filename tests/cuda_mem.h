@@ -1,5 +1,5 @@
 /* Device copies of test buffers, for tests that run some cases on CUDA
- * memory (test_optim, test_daso). Copies are enqueued on dist_cuda_stream(),
+ * memory (test_optim, test_daso; test_ddp and test_dpo through cuda_cases.h). Copies are enqueued on dist_cuda_stream(),
  * the stream distmgr enqueues its device work on, and waited for: a copy in
  * follows the library's last update, and a copy back sees its result. A
  * failing CUDA call is printed (with the MPI rank when MPI is up) and counted
