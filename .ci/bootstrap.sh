@@ -6,7 +6,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 PACKAGES="gcc make autoconf automake libtool pkg-config libopenmpi-dev openmpi-bin libucx-dev libcunit1-dev
-          libfftw3-dev libfftw3-mpi-dev iproute2
+          libfftw3-dev libfftw3-mpi-dev iproute2 libopenblas-dev libjansson-dev
           libpmix-dev slurmctld slurmd slurm-client munge"
 missing=
 for p in $PACKAGES; do

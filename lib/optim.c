@@ -164,10 +164,9 @@ dist_status dist_optim_set_schedule(dist_optim *o, const dist_lr_schedule *s) {
   return DIST_SUCCESS;
 }
 
-dist_status dist_optim_schedule_step(dist_optim *o) {
-  if (!o) return dist__error(INVALID, "dist_optim_schedule_step: optimizer is NULL");
+/* The schedule's lr after k steps. */
+static dist_status lr_at(const dist_optim *o, const char *fn, int64_t k, double *out) {
   const dist_lr_schedule *s = &o->schedule;
-  int64_t k = o->k + 1;
   double lr = o->base_lr;
   switch (s->kind) {
   case DIST_LR_STEP: lr *= pow(s->gamma, (double)(k / s->step_size)); break;
@@ -176,9 +175,72 @@ dist_status dist_optim_schedule_step(dist_optim *o) {
   default: break;
   }
   if (!(isfinite(lr) && lr >= 0))
-    return dist__error(INVALID, "dist_optim_schedule_step: lr = %g at k = %" PRId64 " must be finite and >= 0", lr, k);
+    return dist__error(INVALID, "%s: lr = %g at k = %" PRId64 " must be finite and >= 0", fn, lr, k);
+  *out = lr;
+  return DIST_SUCCESS;
+}
+
+dist_status dist_optim_schedule_step(dist_optim *o) {
+  if (!o) return dist__error(INVALID, "dist_optim_schedule_step: optimizer is NULL");
+  double lr;
+  DIST_CHECK(lr_at(o, "dist_optim_schedule_step", o->k + 1, &lr));
+  o->lr = lr;
+  o->k++;
+  return DIST_SUCCESS;
+}
+
+dist_status dist_optim_schedule_count(const dist_optim *o, int64_t *k) {
+  if (!o || !k) return dist__error(INVALID, "dist_optim_schedule_count: %s is NULL", o ? "k" : "optimizer");
+  *k = o->k;
+  return DIST_SUCCESS;
+}
+
+dist_status dist_optim_set_schedule_count(dist_optim *o, int64_t k) {
+  static const char *fn = "dist_optim_set_schedule_count";
+  if (!o) return dist__error(INVALID, "%s: optimizer is NULL", fn);
+  if (k < 0) return dist__error(INVALID, "%s: k = %" PRId64 " must be >= 0", fn, k);
+  double lr = o->base_lr;
+  if (k > 0) DIST_CHECK(lr_at(o, fn, k, &lr));
   o->lr = lr;
   o->k = k;
+  return DIST_SUCCESS;
+}
+
+int dist_optim_state_slots(const dist_optim *o) { return o ? o->nbuf : -1; }
+
+/* Parameter `index` with its state allocated. */
+static dist_status state_slot(const dist_optim *o, const char *fn, int index, dist__optim_slot **out) {
+  if (!o) return dist__error(INVALID, "%s: optimizer is NULL", fn);
+  int n = dist_params_count(o->params);
+  if (index < 0 || index >= n) return dist__error(INVALID, "%s: index = %d out of range [0, %d)", fn, index, n);
+  DIST_CHECK(prepare((dist_optim *)o, fn, index));
+  *out = &o->slots[index];
+  return DIST_SUCCESS;
+}
+
+dist_status dist_optim_state_buffer(dist_optim *o, int index, int slot, void **buffer) {
+  static const char *fn = "dist_optim_state_buffer";
+  dist__optim_slot *s;
+  DIST_CHECK(state_slot(o, fn, index, &s));
+  if (slot < 0 || slot >= o->nbuf || !buffer)
+    return dist__error(INVALID, "%s: %s", fn, buffer ? "slot out of range" : "buffer is NULL");
+  *buffer = s->buf[slot];
+  return DIST_SUCCESS;
+}
+
+dist_status dist_optim_state_step(const dist_optim *o, int index, int64_t *step) {
+  dist__optim_slot *s;
+  if (!step) return dist__error(INVALID, "dist_optim_state_step: step is NULL");
+  DIST_CHECK(state_slot(o, "dist_optim_state_step", index, &s));
+  *step = s->step;
+  return DIST_SUCCESS;
+}
+
+dist_status dist_optim_state_set_step(dist_optim *o, int index, int64_t step) {
+  dist__optim_slot *s;
+  if (step < 0) return dist__error(INVALID, "dist_optim_state_set_step: step = %" PRId64 " must be >= 0", step);
+  DIST_CHECK(state_slot(o, "dist_optim_state_set_step", index, &s));
+  s->step = step;
   return DIST_SUCCESS;
 }
 

@@ -73,7 +73,7 @@ void dist__groups_free(void);
 
 /* Topology: nodes from MPI shared memory (or DIST_RANKS_PER_NODE), checked
  * against the launcher's local values; fills rank/size/local/node fields and
- * creates "world", "local" and "cross". Collective over the world. */
+ * creates "world", "local", "cross" and "self". Collective over the world. */
 dist_status dist__topology_setup(void);
 
 #endif

@@ -29,6 +29,15 @@ dist_status dist__error(dist_status status, const char *fmt, ...) {
   return status;
 }
 
+dist_status dist_set_error(dist_status status, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(last_error, sizeof last_error, fmt, ap);
+  va_end(ap);
+  dist_log(DIST_LOG_DEBUG, "error %d (%s): %s", (int)status, dist_status_string(status), last_error);
+  return status;
+}
+
 dist_status dist__error_context(dist_status status, const char *fmt, ...) {
   char detail[sizeof last_error], prefix[256];
   memcpy(detail, last_error, sizeof detail); /* the old text is about to be overwritten */

@@ -1,4 +1,4 @@
-/* Nodes, local ranks and the built-in groups "world", "local", "cross". */
+/* Nodes, local ranks and the built-in groups "world", "local", "cross", "self". */
 #include <stdlib.h>
 #include <string.h>
 
@@ -92,6 +92,11 @@ dist_status dist__topology_setup(void) {
   if (!s) s = dist__group_add("world", -1, &world);
   if (!s) s = dist__group_add("local", 0, &local);
   if (!s) s = dist__group_add("cross", 0, &cross);
+  dist__layout self; /* every rank alone: the size-1 group a layer uses when a parallel group is absent */
+  memset(&self, 0, sizeof self);
+  if (!s) s = dist__layout_subgroup(&world, 1, &self);
+  if (!s) s = dist__group_add("self", 0, &self);
+  dist__layout_free(&self);
   dist__layout_free(&world); /* no-ops for layouts the table took over */
   dist__layout_free(&local);
   dist__layout_free(&cross);

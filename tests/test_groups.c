@@ -100,7 +100,7 @@ static void test_queries(void) {
   if (os) CU_ASSERT_EQUAL(lsize, atoi(os));
 }
 
-/* world, local, cross against the node layout, all-gathered independently. */
+/* world, local, cross, self against the node layout, all-gathered independently. */
 static void test_builtins(void) {
   int all[64], expected[64];
   strided(0, 1, W, expected);
@@ -128,6 +128,7 @@ static void test_builtins(void) {
     if (table[2 * r + 1] == mine[1]) all[table[2 * r]] = r, n++; /* ranked by node */
   expect_group("cross", n, all);
   expect_orthogonal("local", "cross");
+  expect_group("self", 1, &R);
   int nnodes;
   ASSERT_OK(dist_manager_node_count(&nnodes));
   int maxnode = 0;

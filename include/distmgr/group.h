@@ -6,7 +6,8 @@
  * adopted communicator). NULL as a name means "world".
  *
  * Built-in: "world"; "local" (the ranks on my node); "cross" (one rank per
- * node, those with my local rank; my rank in it is my node index).
+ * node, those with my local rank; my rank in it is my node index); "self"
+ * (every rank alone, size 1).
  *
  * Ordering rule: every creation call is collective over the whole world: all
  * ranks call the same creations, with the same arguments, in the same order

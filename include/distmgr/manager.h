@@ -35,7 +35,7 @@ typedef struct dist_init_options {
 /* Set up the manager: read the DIST_* settings, detect the launch, initialize
  * MPI unless the application already did, check the launcher's rank/size
  * against MPI's, find nodes (MPI shared-memory split, or DIST_RANKS_PER_NODE),
- * create the built-in groups "world", "local" and "cross", and select the
+ * create the built-in groups "world", "local", "cross" and "self", and select the
  * device. Idempotent: a second call while initialized returns DIST_SUCCESS
  * and changes nothing. Collective over the world. On failure nothing stays
  * initialized (MPI excepted) and every rank returns the same error code. */

@@ -89,6 +89,17 @@ typedef struct dist_lr_schedule {
 dist_status dist_optim_set_schedule(dist_optim *o, const dist_lr_schedule *s);
 /* Advance the schedule by one and set the new lr. Local. */
 dist_status dist_optim_schedule_step(dist_optim *o);
+/* State, for checkpoints: `slots` buffers per parameter (SGD: 1 with
+ * momentum, else 0; Adam: 2 (exp_avg, exp_avg_sq), 3 with amsgrad
+ * (max_exp_avg_sq)), each numel elements of the parameter's dtype in its
+ * memory space, writable; and each parameter's step count t. Also the
+ * schedule's count k. Local. */
+int dist_optim_state_slots(const dist_optim *o); /* -1 for NULL */
+dist_status dist_optim_state_buffer(dist_optim *o, int index, int slot, void **buffer);
+dist_status dist_optim_state_step(const dist_optim *o, int index, int64_t *step);
+dist_status dist_optim_state_set_step(dist_optim *o, int index, int64_t step);
+dist_status dist_optim_schedule_count(const dist_optim *o, int64_t *k);
+dist_status dist_optim_set_schedule_count(dist_optim *o, int64_t k); /* and the lr the schedule gives at k */
 /* Forget momentum / moments and step counts (the state of a fresh optimizer). */
 dist_status dist_optim_reset(dist_optim *o);
 

@@ -29,7 +29,9 @@ extern "C" {
   X(ERR_MPI, -13, "MPI call failed")                                                       \
   X(ERR_CUDA, -14, "CUDA call failed")                                                     \
   X(ERR_NO_MEMORY, -15, "out of memory")                                                   \
-  X(ERR_INTERNAL, -16, "internal error (please report)")
+  X(ERR_INTERNAL, -16, "internal error (please report)")                                  \
+  X(ERR_IO, -17, "file input/output failed")                                               \
+  X(ERR_CORRUPT, -18, "malformed, truncated or mismatched data")
 
 typedef enum dist_status {
 #define DIST__STATUS_ENUM(name, value, text) DIST_##name = value,
@@ -46,6 +48,10 @@ const char *dist_status_string(dist_status status);
  * The text stays valid until the next failing distmgr call on this thread.
  * Not collective. */
 const char *dist_last_error(void);
+/* For layers built on distmgr (models/, applications): record `status` with
+ * a printf-style message as the last error of this thread and return
+ * `status`, as distmgr's own calls do. Not collective. */
+dist_status dist_set_error(dist_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #ifdef __cplusplus
 }
