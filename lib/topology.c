@@ -92,10 +92,13 @@ dist_status dist__topology_setup(void) {
   if (!s) s = dist__group_add("world", -1, &world);
   if (!s) s = dist__group_add("local", 0, &local);
   if (!s) s = dist__group_add("cross", 0, &cross);
-  dist__layout self; /* every rank alone: the size-1 group a layer uses when a parallel group is absent */
-  memset(&self, 0, sizeof self);
-  if (!s) s = dist__layout_subgroup(&world, 1, &self);
+  dist__layout all, self; /* every rank alone: the size-1 group a layer uses when a parallel group is absent */
+  memset(&all, 0, sizeof all);
+  self = all;
+  if (!s) s = dist__layout_world(m->size, &all); /* "world" took its layout over */
+  if (!s) s = dist__layout_subgroup(&all, 1, &self);
   if (!s) s = dist__group_add("self", 0, &self);
+  dist__layout_free(&all);
   dist__layout_free(&self);
   dist__layout_free(&world); /* no-ops for layouts the table took over */
   dist__layout_free(&local);

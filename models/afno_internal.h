@@ -90,6 +90,7 @@ struct dist_afno {
   float complex *s_spec, *s_spec2; /* spectrum scratch */
   float *s_stats;       /* [4, B, T] */
   int have_forward;     /* a forward has run since the last backward */
+  int solo;             /* no parallel group: every rank holds a whole model of its own */
 };
 
 /* Setup (afno_setup.c). */
@@ -99,8 +100,9 @@ dist_status afno_batch_prepare(dist_afno *m, int64_t B);
 void afno_batch_free(dist_afno *m);
 
 /* Agree over the world on a local status: every rank returns an error when
- * any rank failed (the failing rank keeps its own message). */
-dist_status afno_agree(dist_status s, const char *what);
+ * any rank failed (the failing rank keeps its own message). A model without
+ * parallel groups (m->solo) is local: nothing to agree on. m may be NULL. */
+dist_status afno_agree(const dist_afno *m, dist_status s, const char *what);
 
 /* Counter-based random values: the same for a (seed, stream, index) on
  * every rank, whatever the layout. */

@@ -30,7 +30,7 @@ dist_status dist_afno_create(const dist_afno_config *config, dist_afno **out) {
   dist_status s = config && out ? DIST_SUCCESS
                                 : dist_set_error(DIST_ERR_INVALID_ARGUMENT, "dist_afno_create: %s is NULL",
                                                  config ? "out" : "config");
-  s = afno_agree(s, "dist_afno_create");
+  s = afno_agree(NULL, s, "dist_afno_create");
   if (s) return s;
   s = same_config_everywhere(config);
   if (s) return s;
@@ -41,8 +41,18 @@ dist_status dist_afno_create(const dist_afno_config *config, dist_afno **out) {
     m->cfg.data_parallel = m->cfg.model_parallel = m->cfg.spatial = NULL; /* the names live in m->d */
     s = afno_dims_init(config, &m->d);
   }
+  if (!s) {
+    int world = 0, n = m->d.dp * m->d.mp * m->d.sp;
+    m->solo = n == 1;
+    s = dist_manager_world_size(&world);
+    if (!s && n != 1 && n != world)
+      s = dist_set_error(DIST_ERR_GROUP_SIZE,
+                         "dist_afno_create: groups '%s' x '%s' x '%s' (%d x %d x %d ranks) must tile the world of %d "
+                         "ranks (or all be absent)", m->d.dp_group, m->d.mp_group, m->d.sp_group, m->d.dp, m->d.mp,
+                         m->d.sp, world);
+  }
   if (!s) s = afno_params_build(m);
-  s = afno_agree(s, "dist_afno_create");
+  s = afno_agree(NULL, s, "dist_afno_create");
   if (!s) s = dist_params_commit(m->set); /* collective over data_parallel; agrees itself */
   if (!s && m->d.dp > 1) s = dist_ddp_create(m->set, NULL, &m->ddp);
   if (s) {
@@ -109,8 +119,8 @@ dist_status dist_afno_forward(dist_afno *m, int64_t batch, const float *x, float
   else if (batch < 1 || batch > (int64_t)1 << 30)
     s = dist_set_error(DIST_ERR_INVALID_ARGUMENT, "dist_afno_forward: batch = %lld must be in [1, 2^30]",
                        (long long)batch);
-  s = afno_agree(s, "dist_afno_forward");
-  if (!s) s = afno_agree(afno_batch_prepare(m, batch), "dist_afno_forward (buffers and FFT plan)");
+  s = afno_agree(m, s, "dist_afno_forward");
+  if (!s) s = afno_agree(m, afno_batch_prepare(m, batch), "dist_afno_forward (buffers and FFT plan)");
   if (s) return s;
   m->have_forward = 0;
   s = afno_embed_forward(m, x, m->acts[0]);
@@ -145,7 +155,7 @@ dist_status dist_afno_backward(dist_afno *m, const float *dy) {
   else if (!m->have_forward)
     s = dist_set_error(DIST_ERR_INVALID_ARGUMENT, "dist_afno_backward: no forward to go back through (call "
                                                   "dist_afno_forward first, once per backward)");
-  s = afno_agree(s, "dist_afno_backward");
+  s = afno_agree(m, s, "dist_afno_backward");
   if (s) return s;
   const int depth = m->cfg.depth, head = AFNO_P_HEAD(depth);
   s = afno_head_backward(m, m->acts[depth], dy, m->s_dx);
@@ -175,7 +185,7 @@ dist_status dist_afno_mse(dist_afno *m, int64_t batch, const float *y, const flo
     s = dist_set_error(DIST_ERR_INVALID_ARGUMENT, "dist_afno_mse: %s is NULL",
                        !m ? "model" : !y ? "y" : !target ? "target" : "loss");
   else if (batch < 1) s = dist_set_error(DIST_ERR_INVALID_ARGUMENT, "dist_afno_mse: batch = %lld", (long long)batch);
-  s = afno_agree(s, "dist_afno_mse");
+  s = afno_agree(m, s, "dist_afno_mse");
   if (s) return s;
   const afno_dims *d = &m->d;
   const int64_t n = batch * d->Cout * d->hl * d->p0 * d->W;
@@ -183,7 +193,7 @@ dist_status dist_afno_mse(dist_afno *m, int64_t batch, const float *y, const flo
   for (int64_t i = 0; i < n; i++) acc[0] += ((double)y[i] - target[i]) * ((double)y[i] - target[i]);
   int64_t shape[1] = {2};
   dist_tensor t = dist_tensor_host(acc, DIST_F64, 1, shape);
-  s = dist_all_reduce("world", &t, DIST_SUM); /* model-parallel ranks hold copies: each counted mp times */
+  if (!m->solo) s = dist_all_reduce("world", &t, DIST_SUM); /* model-parallel copies: each counted mp times */
   if (s) return s;
   *loss = acc[0] / acc[1];
   if (dy) { /* d(mean over this data-parallel rank's samples, whole images) */

@@ -8,7 +8,8 @@
 
 #define BAD(...) dist_set_error(DIST_ERR_INVALID_ARGUMENT, "dist_afno_create: " __VA_ARGS__)
 
-dist_status afno_agree(dist_status s, const char *what) {
+dist_status afno_agree(const dist_afno *m, dist_status s, const char *what) {
+  if (m && m->solo) return s;
   int32_t flag = s != DIST_SUCCESS;
   dist_tensor t = dist_tensor_host(&flag, DIST_I32, 0, NULL);
   dist_status rs = dist_all_reduce("world", &t, DIST_MAX);

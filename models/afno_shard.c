@@ -15,7 +15,7 @@ static dist_status check(const dist_afno *m, int index, const void *buf, const c
   if (!m || !buf) s = dist_set_error(DIST_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, m ? "buffer" : "model");
   else if (index < 0 || index >= m->nparams)
     s = dist_set_error(DIST_ERR_INVALID_ARGUMENT, "%s: index = %d out of range [0, %d)", fn, index, m->nparams);
-  return afno_agree(s, fn);
+  return afno_agree(m, s, fn);
 }
 
 /* Every owner writes its shard into zeros; a sum over the world assembles it. */
@@ -24,6 +24,7 @@ static dist_status gather(dist_afno *m, int index, const float *arena, float *fu
   memset(full, 0, sizeof(float) * (size_t)p->numel);
   if (owns(m, p))
     for (int64_t k = 0; k < p->local_numel; k++) full[afno_param_global_index(p, k)] = arena[p->offset + k];
+  if (m->solo) return DIST_SUCCESS; /* the whole model is here */
   int64_t shape[1] = {p->numel};
   dist_tensor t = dist_tensor_host(full, DIST_F32, 1, shape);
   return dist_all_reduce("world", &t, DIST_SUM);
