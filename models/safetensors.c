@@ -177,8 +177,9 @@ static dist_status build_header(const char *path, const dist__st_tensor *t, int 
     }
     int d = dtype_index_of(x->dtype);
     if (d < 0) {
-      st = dist_set_error(DIST_ERR_UNSUPPORTED, "%s: tensor '" ST_NAME_FMT "' has dtype %s (%d); only f32, f64 and i64 are written",
-                          path, x->name, dist_dtype_name(x->dtype), (int)x->dtype);
+      st = dist_set_error(dist_dtype_size(x->dtype) ? DIST_ERR_UNSUPPORTED : DIST_ERR_INVALID_ARGUMENT,
+                          "%s: tensor '" ST_NAME_FMT "' has dtype %s (%d); only f32, f64 and i64 are written", path,
+                          x->name, dist_dtype_name(x->dtype), (int)x->dtype);
       goto out;
     }
     if (x->ndim < 0 || x->ndim > DIST_TENSOR_MAX_DIMS) {
@@ -236,17 +237,16 @@ static dist_status build_header(const char *path, const dist__st_tensor *t, int 
                         path, padded);
     goto out;
   }
-  char *p = realloc(text, padded + 1);
+  char *p = malloc(padded + 1); /* our own buffer: text belongs to jansson's allocator */
   if (!p) {
     st = dist_set_error(DIST_ERR_NO_MEMORY, "%s: out of memory building the header", path);
     goto out;
   }
-  text = p;
-  memset(text + raw, ' ', padded - raw);
-  text[padded] = '\0';
-  *header = text;
+  memcpy(p, text, raw);
+  memset(p + raw, ' ', padded - raw);
+  p[padded] = '\0';
+  *header = p;
   *len = padded;
-  text = NULL;
 out:
   free(text);
   json_decref(root);
