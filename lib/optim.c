@@ -195,13 +195,16 @@ dist_status dist_optim_schedule_count(const dist_optim *o, int64_t *k) {
   return DIST_SUCCESS;
 }
 
-dist_status dist_optim_set_schedule_count(dist_optim *o, int64_t k) {
-  static const char *fn = "dist_optim_set_schedule_count";
+double dist_optim_get_base_lr(const dist_optim *o) { return o ? o->base_lr : NAN; }
+
+dist_status dist_optim_restore_schedule(dist_optim *o, double lr, double base_lr, int64_t k) {
+  static const char *fn = "dist_optim_restore_schedule";
   if (!o) return dist__error(INVALID, "%s: optimizer is NULL", fn);
+  DIST_CHECK(dist__optim_check(fn, "lr", lr, 0, INFINITY, 1));
+  DIST_CHECK(dist__optim_check(fn, "base_lr", base_lr, 0, INFINITY, 1));
   if (k < 0) return dist__error(INVALID, "%s: k = %" PRId64 " must be >= 0", fn, k);
-  double lr = o->base_lr;
-  if (k > 0) DIST_CHECK(lr_at(o, fn, k, &lr));
   o->lr = lr;
+  o->base_lr = base_lr;
   o->k = k;
   return DIST_SUCCESS;
 }

@@ -112,6 +112,14 @@ double afno_rand_uniform(uint64_t seed, uint64_t stream, uint64_t index); /* [0,
 /* Shard <-> reference layout. local index i <-> global reference index. */
 int64_t afno_param_global_index(const afno_param *p, int64_t local);
 
+/* Whole tensor `index` (reference layout, numel floats) from each rank's
+ * shard `local` (laid out as the parameter's shard): on every rank, or on
+ * world rank 0 only (root_only; the others' `full` is scratch). Collective
+ * over the world unless solo. */
+dist_status afno_shard_gather(dist_afno *m, int index, const float *local, float *full, int root_only);
+/* This rank's shard of tensor `index` from the whole (possibly unaligned) tensor. */
+void afno_shard_extract(const dist_afno *m, int index, const void *full, float *local);
+
 /* Layers. x, y, dx, dy: [B, C, T] channel-first; gradients are added (+=). */
 dist_status afno_ln_forward(const afno_dims *d, int64_t B, const float *x, const float *g, const float *b, float *y,
                             float *mean, float *rstd);

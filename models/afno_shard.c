@@ -18,16 +18,26 @@ static dist_status check(const dist_afno *m, int index, const void *buf, const c
   return afno_agree(m, s, fn);
 }
 
-/* Every owner writes its shard into zeros; a sum over the world assembles it. */
-static dist_status gather(dist_afno *m, int index, const float *arena, float *full) {
+dist_status afno_shard_gather(dist_afno *m, int index, const float *local, float *full, int root_only) {
   const afno_param *p = &m->params[index];
   memset(full, 0, sizeof(float) * (size_t)p->numel);
-  if (owns(m, p))
-    for (int64_t k = 0; k < p->local_numel; k++) full[afno_param_global_index(p, k)] = arena[p->offset + k];
+  if (m->solo || owns(m, p)) /* every owner writes its shard into zeros; a sum over the world assembles it */
+    for (int64_t k = 0; k < p->local_numel; k++) full[afno_param_global_index(p, k)] = local[k];
   if (m->solo) return DIST_SUCCESS; /* the whole model is here */
   int64_t shape[1] = {p->numel};
   dist_tensor t = dist_tensor_host(full, DIST_F32, 1, shape);
-  return dist_all_reduce("world", &t, DIST_SUM);
+  return root_only ? dist_reduce("world", &t, DIST_SUM, 0) : dist_all_reduce("world", &t, DIST_SUM);
+}
+
+void afno_shard_extract(const dist_afno *m, int index, const void *full, float *local) {
+  const afno_param *p = &m->params[index];
+  const unsigned char *bytes = full; /* a file's data need not be aligned */
+  for (int64_t k = 0; k < p->local_numel; k++)
+    memcpy(local + k, bytes + sizeof(float) * (size_t)afno_param_global_index(p, k), sizeof(float));
+}
+
+static dist_status gather(dist_afno *m, int index, const float *arena, float *full) {
+  return afno_shard_gather(m, index, arena + m->params[index].offset, full, 0);
 }
 
 dist_status dist_afno_param_get(dist_afno *m, int index, float *full) {
@@ -43,7 +53,6 @@ dist_status dist_afno_grad_get(dist_afno *m, int index, float *full) {
 dist_status dist_afno_param_set(dist_afno *m, int index, const float *full) {
   dist_status s = check(m, index, full, "dist_afno_param_set");
   if (s) return s;
-  const afno_param *p = &m->params[index];
-  for (int64_t k = 0; k < p->local_numel; k++) m->data[p->offset + k] = full[afno_param_global_index(p, k)];
+  afno_shard_extract(m, index, full, m->data + m->params[index].offset);
   return DIST_SUCCESS;
 }

@@ -99,7 +99,10 @@ dist_status dist_optim_state_buffer(dist_optim *o, int index, int slot, void **b
 dist_status dist_optim_state_step(const dist_optim *o, int index, int64_t *step);
 dist_status dist_optim_state_set_step(dist_optim *o, int index, int64_t step);
 dist_status dist_optim_schedule_count(const dist_optim *o, int64_t *k);
-dist_status dist_optim_set_schedule_count(dist_optim *o, int64_t k); /* and the lr the schedule gives at k */
+double dist_optim_get_base_lr(const dist_optim *o); /* the schedule's base; NaN for NULL */
+/* Put back lr, the schedule's base_lr and count k as saved (a checkpoint
+ * resume: the attached schedule carries on from k). Local. */
+dist_status dist_optim_restore_schedule(dist_optim *o, double lr, double base_lr, int64_t k);
 /* Forget momentum / moments and step counts (the state of a fresh optimizer). */
 dist_status dist_optim_reset(dist_optim *o);
 
