@@ -569,6 +569,67 @@ static void test_reset(void) {
   }
 }
 
+/* Exported state (buffers, step counts, lr schedule) put into a fresh
+ * optimizer continues exactly as the original (a checkpoint resume). */
+static void test_state_export(void) {
+  const ocase cases[] = {S("export sgd", SGD(0.05, 0.9, 0.3, 0.01, 0, 0)),
+                         A("export adam amsgrad", ADAM(0.02, 0.9, 0.99, 1e-8, 0.1, 1, 1, 0))};
+  const int slots[] = {1, 3};
+  dist_lr_schedule sched = {DIST_LR_STEP, 2, 0.5, NULL, NULL};
+  for (int c = 0; c < 2; c++) {
+    fixture a, b;
+    CU_ASSERT_EQUAL_FATAL(fx_init(&a, 2, STD_DT, STD_N, 1), 0);
+    CU_ASSERT_EQUAL_FATAL(fx_init(&b, 2, STD_DT, STD_N, 1), 0);
+    dist_optim *oa, *ob;
+    ASSERT_OK(make(&cases[c], a.set, &oa));
+    ASSERT_OK(make(&cases[c], b.set, &ob));
+    ASSERT_OK(dist_optim_set_schedule(oa, &sched));
+    ASSERT_OK(dist_optim_set_schedule(ob, &sched));
+    CU_ASSERT_EQUAL(dist_optim_state_slots(oa), slots[c]);
+    for (int t = 1; t <= 3; t++) {
+      put_grads(&a, t);
+      ASSERT_OK(fx_step(&a, oa, -1));
+      ASSERT_OK(dist_optim_schedule_step(oa));
+    }
+    for (int i = 0; i < 2; i++) {
+      memcpy(b.data[i], a.data[i], fx_bytes(&a, i));
+      for (int k = 0; k < slots[c]; k++) {
+        void *from = NULL, *to = NULL;
+        ASSERT_OK(dist_optim_state_buffer(oa, i, k, &from));
+        ASSERT_OK(dist_optim_state_buffer(ob, i, k, &to));
+        if (from && to) memcpy(to, from, fx_bytes(&a, i));
+      }
+      int64_t step = -1;
+      ASSERT_OK(dist_optim_state_step(oa, i, &step));
+      CU_ASSERT_EQUAL(step, 3);
+      ASSERT_OK(dist_optim_state_set_step(ob, i, step));
+    }
+    int64_t k = -1;
+    ASSERT_OK(dist_optim_schedule_count(oa, &k));
+    CU_ASSERT_EQUAL(k, 3);
+    ASSERT_OK(dist_optim_restore_schedule(ob, dist_optim_get_lr(oa), dist_optim_get_base_lr(oa), k));
+    fx_upload(&b, 1, 0);
+    put_grads(&a, 9);
+    put_grads(&b, 9);
+    ASSERT_OK(fx_step(&a, oa, -1));
+    ASSERT_OK(fx_step(&b, ob, -1));
+    ASSERT_OK(dist_optim_schedule_step(oa));
+    ASSERT_OK(dist_optim_schedule_step(ob));
+    CU_ASSERT_EQUAL(dist_optim_get_lr(oa), dist_optim_get_lr(ob));
+    for (int i = 0; i < 2; i++) CU_ASSERT(!memcmp(a.data[i], b.data[i], fx_bytes(&a, i)));
+    void *buf;
+    ASSERT_STATUS(dist_optim_state_buffer(oa, 0, slots[c], &buf), DIST_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(dist_optim_state_step(oa, 2, &k), DIST_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(dist_optim_state_set_step(oa, 0, -1), DIST_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(dist_optim_restore_schedule(oa, -1.0, 0.1, 0), DIST_ERR_INVALID_ARGUMENT);
+    dist_optim_destroy(oa);
+    dist_optim_destroy(ob);
+    fx_free(&a);
+    fx_free(&b);
+  }
+  CU_ASSERT_EQUAL(dist_optim_state_slots(NULL), -1);
+}
+
 static void test_state_bytes(void) {
   const struct {
     ocase c;
@@ -830,6 +891,7 @@ static CU_TestInfo lr_tests[] = {{"STEP schedule", test_schedule_step},
                                  CU_TEST_INFO_NULL};
 static CU_TestInfo state_tests[] = {{"reset", test_reset},
                                     {"state_bytes", test_state_bytes},
+                                    {"state export and restore", test_state_export},
                                     {"accessors", test_accessors},
                                     {"empty, zero-size and growing sets", test_odd_sets},
                                     CU_TEST_INFO_NULL};
