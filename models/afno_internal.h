@@ -144,6 +144,10 @@ dist_status afno_embed_backward(dist_afno *m, const float *dx);
 dist_status afno_head_forward(dist_afno *m, const float *x, float *y);
 dist_status afno_head_backward(dist_afno *m, const float *x, const float *dy, float *dx);
 
+/* Exact-erf GELU (afno_gelu.c): z = gelu(h); dz *= gelu'(h). */
+void afno_gelu(const float *h, float *z, int64_t n);
+void afno_gelu_backward(const float *h, float *dz, int64_t n);
+
 /* Blocks (afno_block.c). */
 dist_status afno_block_forward(dist_afno *m, int i, const float *x, float *y, afno_block_cache *c);
 dist_status afno_block_backward(dist_afno *m, int i, const float *x, afno_block_cache *c, float *dx);

@@ -14,12 +14,6 @@
 
 #include "afno_internal.h"
 
-static float gelu(float x) { return 0.5f * x * (1.0f + erff(x * (float)M_SQRT1_2)); }
-
-static float gelu_grad(float x) {
-  return 0.5f * (1.0f + erff(x * (float)M_SQRT1_2)) + x * expf(-0.5f * x * x) * (float)(0.5 * M_2_SQRTPI * M_SQRT1_2);
-}
-
 static dist_tensor act3(float *p, int64_t B, int64_t C, int64_t T) {
   int64_t shape[3] = {B, C, T};
   return dist_tensor_host(p, DIST_F32, 3, shape);
@@ -40,7 +34,7 @@ dist_status afno_mlp_forward(dist_afno *m, const afno_block_w *w, const float *v
       for (int64_t t = 0; t < T; t++) hp[o * T + t] = w->fc1b[o];
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)Hdl, (int)T, (int)D, 1.0f, w->fc1w, (int)D,
                 c->v + s * D * T, (int)T, 1.0f, hp, (int)T);
-    for (int64_t i = 0; i < Hdl * T; i++) z[i] = gelu(hp[i]);
+    afno_gelu(hp, z, Hdl * T);
     for (int64_t o = 0; o < D; o++) /* fc2's bias once: alone here, after the reduce-scatter otherwise */
       for (int64_t t = 0; t < T; t++) ys[o * T + t] = d->mp == 1 ? w->fc2b[o] : 0.0f;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)D, (int)T, (int)Hdl, 1.0f, w->fc2w, (int)Hdl, z,
@@ -76,19 +70,16 @@ dist_status afno_mlp_backward(dist_afno *m, const afno_block_w *w, const afno_bl
   for (int64_t s = 0; s < B; s++) {
     const float *hp = c->hpre + s * Hdl * T, *dys = dfull + s * D * T, *vs = c->v + s * D * T;
     float *z = m->s_hid + s * Hdl * T;
-    for (int64_t i = 0; i < Hdl * T; i++) z[i] = gelu(hp[i]);
+    afno_gelu(hp, z, Hdl * T);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)D, (int)Hdl, (int)T, 1.0f, dys, (int)T, z, (int)T, 1.0f,
                 g->fc2w, (int)Hdl);
     /* dz over z (z is not an input of this GEMM) */
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)Hdl, (int)T, (int)D, 1.0f, w->fc2w, (int)Hdl, dys,
                 (int)T, 0.0f, z, (int)T);
+    afno_gelu_backward(hp, z, Hdl * T);
     for (int64_t o = 0; o < Hdl; o++) {
       float acc = 0.0f;
-      for (int64_t t = 0; t < T; t++) {
-        float gh = z[o * T + t] * gelu_grad(hp[o * T + t]);
-        z[o * T + t] = gh;
-        acc += gh;
-      }
+      for (int64_t t = 0; t < T; t++) acc += z[o * T + t];
       g->fc1b[o] += acc;
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)Hdl, (int)D, (int)T, 1.0f, z, (int)T, vs, (int)T, 1.0f,
