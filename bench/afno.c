@@ -177,9 +177,9 @@ static const char *python_with_torch(void) {
 static result torch_peer(const options *o, int size, int threads) {
   char cmd[4096];
   snprintf(cmd, sizeof cmd,
-           "timeout 900 %s %s/bench/afno_torch.py --size %d %d --channels %d %d --patch %d --embed %d --depth %d "
+           "OPENBLAS_NUM_THREADS=%d OMP_NUM_THREADS=%d timeout 900 %s %s/bench/afno_torch.py --size %d %d --channels %d %d --patch %d --embed %d --depth %d "
            "--blocks %d --batch 1 --threads %d --steps %d --warmup %d 2>&1",
-           python_with_torch(), SRCDIR, size, size, o->channels, o->channels, o->patch, o->embed, o->depth, o->blocks, threads, o->steps,
+           threads, threads, python_with_torch(), SRCDIR, size, size, o->channels, o->channels, o->patch, o->embed, o->depth, o->blocks, threads, o->steps,
            o->warmup);
   return run_cmd(cmd);
 }

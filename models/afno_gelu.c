@@ -13,7 +13,7 @@
 #include "simd.h"
 
 /* e^x for x <= 0 (the only arguments here: -x^2/2). */
-static inline float exp_neg(float x) {
+static inline __attribute__((always_inline)) float exp_neg(float x) {
   const float x0 = x;
   x = x < -87.0f ? -87.0f : x;
   float k = x * 1.44269504088896341f;
@@ -33,7 +33,7 @@ static inline float exp_neg(float x) {
 }
 
 /* 1 + erf(x / sqrt 2), and e^(-x^2/2) for the derivative. */
-static inline float one_plus_erf(float x, float *gauss) {
+static inline __attribute__((always_inline)) float one_plus_erf(float x, float *gauss) {
   const float z = fabsf(x) * (float)M_SQRT1_2, t = 1.0f / (1.0f + 0.5f * z);
   float q = 0.17087277f;
   q = q * t - 0.82215223f;
