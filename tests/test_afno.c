@@ -68,6 +68,15 @@ static int close_to(const char *what, const float *a, const float *b, int64_t n,
   return ok;
 }
 
+static int close_to_abs(const char *what, const float *a, const float *b, int64_t n, double tol) {
+  double worst = 0;
+  int64_t at = 0;
+  for (int64_t i = 0; i < n; i++)
+    if (fabs((double)a[i] - b[i]) > worst) worst = fabs((double)a[i] - b[i]), at = i;
+  if (worst > tol) fprintf(stderr, "rank %d: %s differs: |%g - %g| at %lld, tol %g\n", R, what, a[at], b[at], (long long)at, tol);
+  return worst <= tol;
+}
+
 typedef struct run_result {
   float *y;        /* this rank's output part */
   double loss;
@@ -185,8 +194,11 @@ static void check_layout(int dp, int mp, int sp, int recompute) {
     ASSERT_OK(dist_afno_param_info_get(m, p, &info));
     snprintf(what, sizeof what, "grad %s (dp %d mp %d sp %d)", info.name, dp, mp, sp);
     CU_ASSERT(close_to(what, par.grads[p], ser.grads[p], info.numel, 2e-4));
+    /* Adam divides by sqrt(v): an element whose gradient is at rounding level moves by
+     * up to lr per step either way, so the bound is absolute, 0.5% of lr * steps (a
+     * wrong gradient moves many elements by the full lr). */
     snprintf(what, sizeof what, "param %s after %d Adam steps (dp %d mp %d sp %d)", info.name, steps, dp, mp, sp);
-    CU_ASSERT(close_to(what, par.params[p], ser.params[p], info.numel, 1e-4));
+    CU_ASSERT(close_to_abs(what, par.params[p], ser.params[p], info.numel, 5e-3 * 0.01 * steps));
   }
   free(part);
   dist_afno_destroy(m);
