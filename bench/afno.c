@@ -13,7 +13,7 @@
  * distmgr/PyTorch step time at 1 thread, 2-rank spatial / 1-rank step time
  * and peak memory per rank.
  *
- * usage: bench/afno [--sizes 256,512] [--steps 5] [--ranks 2,4] [--quick]
+ * usage: bench/afno [--sizes 256,1024] [--steps 5] [--ranks 2,4] [--quick]
  *   --quick: one 128 x 128 size, 2 steps (CI smoke run)
  * Environment: LAUNCHER (as for make check). */
 #define _GNU_SOURCE 1
@@ -185,7 +185,7 @@ static result torch_peer(const options *o, int size, int threads) {
 }
 
 int main(int argc, char **argv) {
-  options o = {"256,512", "2,4", 5, 2, 0, 256, 4, 16, 8, 3};
+  options o = {"256,1024", "2,4", 5, 2, 0, 256, 4, 16, 8, 3};
   const char *mode = NULL;
   int size = 0;
   for (int i = 1; i < argc; i++) {
@@ -203,7 +203,7 @@ int main(int argc, char **argv) {
     else if (strcmp(a, "--blocks") == 0) o.blocks = atoi(v), i++;
     else if (strcmp(a, "--patch") == 0) o.patch = atoi(v), i++;
     else if (strcmp(a, "--channels") == 0) o.channels = atoi(v), i++;
-    else return fprintf(stderr, "usage: bench/afno [--sizes 256,512] [--steps 5] [--ranks 2,4] [--quick]\n"), 2;
+    else return fprintf(stderr, "usage: bench/afno [--sizes 256,1024] [--steps 5] [--ranks 2,4] [--quick]\n"), 2;
   }
   if (o.steps < 1 || o.steps > 64 || o.warmup < 0) return fprintf(stderr, "bench/afno: --steps 1..64\n"), 2;
   if (mode) return worker(&o, size, mode);
