@@ -20,21 +20,26 @@ const char *dist_status_string(dist_status status) {
 
 const char *dist_last_error(void) { return last_error; }
 
+/* Record the message as this thread's last error; both entry points below. */
+static dist_status record(dist_status status, const char *fmt, va_list ap) {
+  vsnprintf(last_error, sizeof last_error, fmt, ap);
+  dist_log(DIST_LOG_DEBUG, "error %d (%s): %s", (int)status, dist_status_string(status), last_error);
+  return status;
+}
+
 dist_status dist__error(dist_status status, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(last_error, sizeof last_error, fmt, ap);
+  record(status, fmt, ap);
   va_end(ap);
-  dist_log(DIST_LOG_DEBUG, "error %d (%s): %s", (int)status, dist_status_string(status), last_error);
   return status;
 }
 
 dist_status dist_set_error(dist_status status, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(last_error, sizeof last_error, fmt, ap);
+  record(status, fmt, ap);
   va_end(ap);
-  dist_log(DIST_LOG_DEBUG, "error %d (%s): %s", (int)status, dist_status_string(status), last_error);
   return status;
 }
 

@@ -28,11 +28,6 @@ static int64_t kept_cols(const dist_afno *m) {
   return n < 0 ? 0 : n > m->spec_kl ? m->spec_kl : n;
 }
 
-#define FOR_BOX_BLOCKS(m, r, s, j)                       \
-  for (int64_t r = (m)->d.row_lo; r < (m)->d.row_hi; r++) \
-    for (int64_t s = 0; s < (m)->B; s++)                  \
-      for (int j = 0; j < (m)->d.nbl; j++)
-
 /* Offset (complex values) of block j's first channel at row r, sample s. */
 static int64_t block_at(const dist_afno *m, int64_t r, int64_t s, int j) {
   return ((r * m->B + s) * m->d.Dl + (int64_t)j * m->d.bs) * m->spec_kl;
@@ -97,6 +92,26 @@ static void add_weight_grad(const afno_dims *d, const float complex *Gt, int j, 
     }
 }
 
+/* Backward of ReLU and of softshrink on real and imaginary parts: both pass
+ * the gradient exactly where their output is not 0. G (bs rows of n, leading
+ * dimension ldg) is masked by out (leading dimension ldo) in place, and its
+ * row sums go to the bias gradient (real parts at db, imaginary at db + bim). */
+static void mask_by_output(const float complex *out, int64_t ldo, float complex *G, int64_t ldg, int bs, int64_t n,
+                           float *db, int64_t bim) {
+  for (int o = 0; o < bs; o++) {
+    float sr = 0.0f, si = 0.0f;
+    for (int64_t k = 0; k < n; k++) {
+      float complex v = out[o * ldo + k], gv = G[o * ldg + k];
+      gv = CMPLXF(crealf(v) != 0.0f ? crealf(gv) : 0.0f, cimagf(v) != 0.0f ? cimagf(gv) : 0.0f);
+      G[o * ldg + k] = gv;
+      sr += crealf(gv);
+      si += cimagf(gv);
+    }
+    db[o] += sr;
+    db[bim + o] += si;
+  }
+}
+
 dist_status afno_filter_backward(dist_afno *m, const afno_block_w *w, const afno_block_cache *c, const float *dy,
                                  float *du, afno_block_w *g) {
   const afno_dims *d = &m->d;
@@ -124,34 +139,12 @@ dist_status afno_filter_backward(dist_afno *m, const afno_block_w *w, const afno
         const int64_t at = block_at(m, r, s, j);
         const float complex *X = c->X + at, *o1 = c->o1 + at, *o2 = c->o2 + at;
         float complex *G2 = m->s_spec + at, *GX = m->s_spec2 + at;
-        for (int o = 0; o < bs; o++) { /* softshrink: gradient where the output is not 0 */
-          float sr = 0.0f, si = 0.0f;
-          for (int64_t k = 0; k < n; k++) {
-            float complex v = o2[o * kl + k], gv = G2[o * kl + k];
-            gv = CMPLXF(crealf(v) != 0.0f ? crealf(gv) : 0.0f, cimagf(v) != 0.0f ? cimagf(gv) : 0.0f);
-            G2[o * kl + k] = gv;
-            sr += crealf(gv);
-            si += cimagf(gv);
-          }
-          db2[o] += sr;
-          db2[bim + o] += si;
-        }
+        mask_by_output(o2, kl, G2, kl, bs, n, db2, bim); /* softshrink */
         cblas_cgemm(CblasRowMajor, CblasNoTrans, CblasConjTrans, bs, bs, (int)n, &one, G2, (int)kl, o1, (int)kl, &one,
                     dW2, bs);
         cblas_cgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bs, (int)n, bs, &one, W2c, bs, G2, (int)kl, &zero, G1,
                     (int)n);
-        for (int o = 0; o < bs; o++) { /* ReLU on real and imaginary parts */
-          float sr = 0.0f, si = 0.0f;
-          for (int64_t k = 0; k < n; k++) {
-            float complex v = o1[o * kl + k], gv = G1[o * n + k];
-            gv = CMPLXF(crealf(v) > 0.0f ? crealf(gv) : 0.0f, cimagf(v) > 0.0f ? cimagf(gv) : 0.0f);
-            G1[o * n + k] = gv;
-            sr += crealf(gv);
-            si += cimagf(gv);
-          }
-          db1[o] += sr;
-          db1[bim + o] += si;
-        }
+        mask_by_output(o1, kl, G1, n, bs, n, db1, bim); /* ReLU */
         cblas_cgemm(CblasRowMajor, CblasNoTrans, CblasConjTrans, bs, bs, (int)n, &one, G1, (int)n, X, (int)kl, &one,
                     dW1, bs);
         cblas_cgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bs, (int)n, bs, &one, W1c, bs, G1, (int)n, &zero, GX,

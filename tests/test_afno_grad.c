@@ -529,6 +529,20 @@ static void layer_check(layer_fd *c, const char *what, const float *g, long n, d
   CU_ASSERT(check_tensor(what, g, n, NULL, 0, &ft, 1e-4, t));
 }
 
+/* A layer's input gradient (channel-first, through `map`) and its four
+ * weight gradients, each against differences of L. */
+static void layer_check_all(layer_fd *c, const char *cfg, const char *layer, const char *input, const float *din,
+                            long n, double *in_base, const long *map, float *const gv[4], const long len[4],
+                            double *const wd[4], const char *const names[4], fd_tally *t) {
+  char what[160];
+  snprintf(what, sizeof what, "[%s] %s d%s", cfg, layer, input);
+  layer_check(c, what, din, n, in_base, map, t);
+  for (int q = 0; q < 4; q++) {
+    snprintf(what, sizeof what, "[%s] %s d%s", cfg, layer, names[q]);
+    layer_check(c, what, gv[q], len[q], wd[q], NULL, t);
+  }
+}
+
 /* A solo model for the layer functions, with its batch buffers and FFT
  * plan for batch B (one forward). */
 static dist_afno *layer_model(const afno_ref_cfg *rc, int B) {
@@ -693,13 +707,7 @@ static void test_layer_filter(void) {
                   rl, DALLOC(n), NULL, NULL, NULL};
     long *map = last_map(B, D, T);
     static const char *const names[4] = {"w1", "b1", "w2", "b2"};
-    char what[160];
-    snprintf(what, sizeof what, "[%s] filter du", gc->name);
-    layer_check(&c, what, du, n, ul, map, &t);
-    for (int q = 0; q < 4; q++) {
-      snprintf(what, sizeof what, "[%s] filter d%s", gc->name, names[q]);
-      layer_check(&c, what, gv[q], len[q], wd[q], NULL, &t);
-    }
+    layer_check_all(&c, gc->name, "filter", "u", du, n, ul, map, gv, len, wd, names, &t);
     free(c.y), free(map);
     free(u), free(ukeep), free(y), free(r), free(rkeep), free(du), free(ku), free(ul), free(rl), free(yref);
     for (int q = 0; q < 4; q++) free(wv[q]), free(gv[q]), free(kv[q]), free(wd[q]);
@@ -760,13 +768,7 @@ static void test_layer_mlp(void) {
                   rl, DALLOC(n), NULL, NULL, NULL};
     long *map = last_map(B, D, T);
     static const char *const names[4] = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"};
-    char what[160];
-    snprintf(what, sizeof what, "[%s] mlp dv", gc->name);
-    layer_check(&c, what, dv, n, vl, map, &t);
-    for (int q = 0; q < 4; q++) {
-      snprintf(what, sizeof what, "[%s] mlp d%s", gc->name, names[q]);
-      layer_check(&c, what, gv[q], len[q], wd[q], NULL, &t);
-    }
+    layer_check_all(&c, gc->name, "mlp", "v", dv, n, vl, map, gv, len, wd, names, &t);
     free(c.y), free(map);
     free(v), free(y), free(y2), free(r), free(rkeep), free(dv), free(kdv), free(vl), free(rl), free(yref);
     for (int q = 0; q < 4; q++) free(wv[q]), free(gv[q]), free(kv[q]), free(wd[q]);
