@@ -311,20 +311,22 @@ static dist_status run(surr *s) {
     if (s->o.resume_from) snprintf(path, sizeof path, "%s", s->o.resume_from);
     else st = surr_ckpt_latest(s, path, sizeof path);
     if (!st && *path) st = surr_ckpt_load(s, path);
+    if (!st && *path && s->rank == 0)
+      printf("ns2d_train: resumed from %s at step %lld (epoch %lld, batch %lld of %lld)\n", path, (long long)s->step,
+             (long long)(s->step / s->steps_per_epoch + 1), (long long)(s->step % s->steps_per_epoch), (long long)s->steps_per_epoch);
     else if (!st && s->rank == 0) printf("ns2d_train: --resume: no checkpoint in %s/ckpt, starting from scratch\n", s->o.out);
   }
   if (st) return st;
   if (s->rank == 0 && !s->o.quiet)
     printf("ns2d_train: %s: %lldx%lld, %lld training samples (%lld trajectories), %lld held out; mesh dp %lld x mp %lld x sp %lld; "
-           "AFNO embed %lld depth %lld patch %lld, %lld parameters; batch %lld, %lld steps/epoch, %lld epochs%s%s\n",
+           "AFNO embed %lld depth %lld patch %lld, %lld parameters; batch %lld, %lld steps/epoch, %lld epochs\n",
            s->o.data, (long long)s->n, (long long)s->n, (long long)s->train_samples, (long long)s->meta.train_trajectories,
            (long long)(s->meta.trajectories - s->meta.train_trajectories), (long long)s->o.dp, (long long)s->o.mp,
            (long long)s->o.sp, (long long)s->o.embed, (long long)s->o.depth, (long long)s->o.patch,
-           (long long)s->L.params_global, (long long)s->o.batch, (long long)s->steps_per_epoch, (long long)s->o.epochs,
-           *path ? "; resumed from " : "", path);
+           (long long)s->L.params_global, (long long)s->o.batch, (long long)s->steps_per_epoch, (long long)s->o.epochs);
   if (!s->o.eval_only) st = train(s);
   if (st) return st;
-  plot_loss(s);
+  if (!s->o.eval_only) plot_loss(s);
   double err;
   return surr_evaluate(s, &err);
 }
