@@ -50,7 +50,10 @@ dist_status flowdata_set_stats(flowdata *f, double mean, double std, double delt
 
 /* Flush, close and (written files) rename <path>.part to <path>. Collective.
  * An error (e.g. the disk filled up) removes the .part file and names the
- * cause; the file under <path>, if any, is left as it was. */
+ * cause; the file under <path>, if any, is left as it was. So does a written
+ * file whose fields were not all written (fewer rows written, summed over the
+ * ranks, than trajectories x snapshots x n): that is how a writer abandons a
+ * file. A file opened for reading is just closed. NULL: nothing to do. */
 dist_status flowdata_close(flowdata *f);
 
 /* Open for reading (collective over the world): checks the format tag, the

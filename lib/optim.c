@@ -182,7 +182,7 @@ static dist_status lr_at(const dist_optim *o, const char *fn, int64_t k, double 
 
 dist_status dist_optim_schedule_step(dist_optim *o) {
   if (!o) return dist__error(INVALID, "dist_optim_schedule_step: optimizer is NULL");
-  double lr;
+  double lr = 0; /* set by lr_at on success (GCC cannot see it) */
   DIST_CHECK(lr_at(o, "dist_optim_schedule_step", o->k + 1, &lr));
   o->lr = lr;
   o->k++;
