@@ -92,8 +92,8 @@ static const char *h5_reason(reason_buf *b) {
 }
 
 /* The same, plus the system's reason when the failed call left one in errno
- * (HDF5 says only "file write failed" when MPI-IO's write() got EFBIG). Set
- * errno = 0 before the call. */
+ * (HDF5 says only "file write failed" when write() got EFBIG). Set errno = 0
+ * before the call. */
 static const char *io_reason(reason_buf *b, int err) {
   h5_reason(b);
   if (err) {
@@ -130,7 +130,6 @@ static uint64_t mix(uint64_t h, const void *p, size_t len) {
   for (size_t i = 0; i < len; i++) h = (h ^ c[i]) * 0x100000001B3ull;
   return h;
 }
-#define MIX(h, v) ((h) = mix((h), &(v), sizeof(v)))
 
 /* DIST_ERR_MISMATCH on every rank unless every rank passed the same hash. */
 static dist_status same_everywhere(MPI_Comm comm, uint64_t h, const char *path, const char *what) {
@@ -185,11 +184,14 @@ static dist_status check_meta(const char *path, const flowdata_meta *m, const ch
     return fail(code, path,
                 "%lld trajectories x %lld snapshots x %lld x %lld floats%s: the size overflows 64 bits",
                 (long long)m->trajectories, (long long)m->snapshots, (long long)m->n, (long long)m->n, where);
+  if (m->force_k < 1) return fail(code, path, "force_k = %d%s must be >= 1", m->force_k, where);
   for (size_t i = 0; i < NATTRS; i++)
     if (ATTRS[i].kind == A_F64) {
       double v = *(const double *)((const char *)m + ATTRS[i].off);
       if (!isfinite(v)) return fail(code, path, "%s = %g%s is not finite", ATTRS[i].name, v, where);
     }
+  if (m->std < 0 || m->delta_std < 0)
+    return fail(code, path, "std = %g, delta_std = %g%s: they must be >= 0", m->std, m->delta_std, where);
   return DIST_SUCCESS;
 }
 
@@ -668,8 +670,8 @@ static dist_status read_attr(flowdata *f, const attr_def *d) {
     int64_t v;
     if (H5Aread(a, H5T_NATIVE_INT64, &v) < 0)
       st = fail(DIST_ERR_CORRUPT, f->path, "reading attribute '%s': %s", d->name, h5_reason(&b));
-    else if (v < 1 || v > 1000000000)
-      st = fail(DIST_ERR_CORRUPT, f->path, "attribute '%s' = %lld is out of range", d->name, (long long)v);
+    else if (v < INT_MIN || v > INT_MAX)
+      st = fail(DIST_ERR_CORRUPT, f->path, "attribute '%s' = %lld does not fit an int", d->name, (long long)v);
     else
       *(int *)p = (int)v;
   } else if (H5Aread(a, mem_type(d->kind), p) < 0) {
@@ -721,8 +723,6 @@ static dist_status read_layout(flowdata *f) {
   for (size_t i = 0; !st && i < NATTRS; i++) st = read_attr(f, &ATTRS[i]);
   if (!st) st = check_meta(f->path, &f->meta, " in the file", DIST_ERR_CORRUPT);
   if (st) return st;
-  if (f->meta.std < 0 || f->meta.delta_std < 0)
-    return fail(DIST_ERR_CORRUPT, f->path, "negative std = %g or delta_std = %g in the file", f->meta.std, f->meta.delta_std);
   const flowdata_meta *m = &f->meta;
   hsize_t dims[4] = {(hsize_t)m->trajectories, (hsize_t)m->snapshots, (hsize_t)m->n, (hsize_t)m->n};
   if ((st = open_dataset(f, "vorticity", 4, dims, &f->vort))) return st;

@@ -34,7 +34,9 @@ typedef struct flowdata flowdata;
 
 /* Create the file (collective over the world; same meta on every rank).
  * Checks the meta (sizes >= 1, n >= 4, train_trajectories in
- * [1, trajectories], sizes that do not overflow). */
+ * [1, trajectories], sizes that do not overflow, force_k >= 1, finite reals,
+ * std and delta_std >= 0); the same checks apply to a file's attributes in
+ * flowdata_open. Ranks that pass different meta all get DIST_ERR_MISMATCH. */
 dist_status flowdata_create(const char *path, const flowdata_meta *meta, flowdata **out);
 
 /* Write one box of the dataset: rows [row0, row0 + rows) of snapshot `snap`

@@ -26,21 +26,24 @@
  *                 stays unsteady however long it runs (at nu = 0.03 it settles
  *                 into a nearly steady state within ~100 time units), yet the
  *                 spectrum's energy in the last shells before the cutoff
- *                 (|k| in 18..21) is ~2e-6 of the total: resolved at 64 x 64.
+ *                 (|k| in 18..21) is ~1e-6 of the total: resolved at 64 x 64.
  *   --dt 0.02     max|u| ~ 4 gives max|u| kmax dt ~ 1.6, inside RK4's limit
  *                 2.8 (viscosity is exact); after 17 time units the fields
  *                 differ from dt = 0.005 by 3e-5 (relative L2).
- *   --interval 0.2  10 steps; the field changes by ~18 % RMS per interval
- *                 (6-30 % over bursts and lulls), and decorrelates to ~0.5
- *                 over the 20 intervals: visible motion, a smooth map to learn.
+ *   --interval 0.2  10 steps; the field changes by ~20 % RMS per interval
+ *                 (7-44 % over bursts and lulls) and decorrelates to ~0.5 over
+ *                 the 20 intervals: visible motion, a smooth map to learn.
  *   --k0 2, --energy 0.8  a random start at the scales and energy of the
- *                 forced flow (most of its energy is at |k| ~ 1-2, E ~ 0.8),
- *                 so a short burn-in reaches its statistics: after 15 time
- *                 units std and change per interval match a 300-unit burn-in
- *                 within 2 % and 20 %.
+ *                 forced flow (E ~ 0.8, enstrophy / E ~ 4, i.e. |k| ~ 2),
+ *                 so a short burn-in reaches its statistics (8 trajectories:
+ *                 std 2.46 and change 18 % per interval after 15 time units,
+ *                 2.41 and 16 % after 300; from k0 = 4 the enstrophy was still
+ *                 ~60 % high after 15).
  *   --burn-in 15  750 steps: the start is forgotten, the run stays short.
- * A default run (40 trajectories x 21 snapshots, 950 steps each) takes ~17 s
- * at 4 ranks on 2 cores (oversubscribed), ~N s at 1 rank. */
+ * A default run (40 trajectories x 21 snapshots, 950 steps each) took 16 s at
+ * 4 ranks on 2 cores (oversubscribed; 28 s while other jobs loaded them), 11 s
+ * at 1 rank; the fields are the same, bit for bit, at 1, 3 and 4 ranks and
+ * with --ensembles 2. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
