@@ -35,7 +35,7 @@ static const char usage[] =
     "  testing   --kill-at-step N --kill-rank R   SIGKILL rank R right after step N\n";
 
 static dist_status parse(int argc, char **argv, surr_opts *o) {
-  *o = (surr_opts){.epochs = 30, .batch = 8, .embed = 64, .depth = 4, .patch = 4, .blocks = 8, .mlp_ratio = 2,
+  *o = (surr_opts){.epochs = 30, .batch = 8, .embed = 64, .depth = 4, .patch = 4, .blocks = 8, .mlp_ratio = 2, .sparsity = 0.01,
                    .lr = 2e-3, .lr_min_frac = 0.02, .log_every = 20, .val_samples = 32, .ckpt_every = 100,
                    .keep = 3, .pictures = 4, .kill_at_step = -1};
   struct { const char *flag; int64_t *v, lo, hi; } ints[] = {
@@ -48,7 +48,8 @@ static dist_status parse(int argc, char **argv, surr_opts *o) {
       {"--rollout-steps", &o->rollout_steps, 0, 1 << 20}, {"--pictures", &o->pictures, 0, 16},
       {"--kill-at-step", &o->kill_at_step, 0, INT64_MAX}, {"--kill-rank", &o->kill_rank, 0, 1 << 20}};
   struct { const char *flag; double *v, lo, hi; } reals[] = {
-      {"--lr", &o->lr, 1e-12, 10}, {"--lr-min", &o->lr_min_frac, 0, 1}, {"--mlp-ratio", &o->mlp_ratio, 0.01, 64}};
+      {"--lr", &o->lr, 1e-12, 10}, {"--lr-min", &o->lr_min_frac, 0, 1}, {"--mlp-ratio", &o->mlp_ratio, 0.01, 64},
+      {"--sparsity", &o->sparsity, 0, 10}};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     int done = 0;
@@ -105,7 +106,7 @@ static dist_status make_model(surr *s, cosine *cos_ctx) {
   c.in_channels = c.out_channels = 1;
   c.patch_size[0] = c.patch_size[1] = (int)o->patch;
   c.embed_dim = (int)o->embed, c.depth = (int)o->depth, c.num_blocks = (int)o->blocks;
-  c.mlp_ratio = o->mlp_ratio, c.seed = (uint64_t)o->seed;
+  c.mlp_ratio = o->mlp_ratio, c.seed = (uint64_t)o->seed, c.sparsity_threshold = o->sparsity;
   dist_status st = dist_afno_create(&c, &s->model);
   if (st) return st;
   dist_afno_layout_get(s->model, &s->L);

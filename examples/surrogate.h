@@ -20,7 +20,8 @@ typedef struct surr_opts {
   int64_t dp, mp, sp;                        /* mesh of the world; 0 = fill in dp */
   int64_t epochs, batch;                     /* batch: global, over the data-parallel ranks */
   int64_t embed, depth, patch, blocks, seed; /* the AFNO */
-  double mlp_ratio, lr, lr_min_frac;         /* Adam; cosine from lr to lr * lr_min_frac */
+  double mlp_ratio, sparsity;                /* AFNO's mlp_ratio and sparsity_threshold */
+  double lr, lr_min_frac;                    /* Adam; cosine from lr to lr * lr_min_frac */
   int64_t log_every, val_samples, ckpt_every, keep, max_steps;
   int64_t rollout_steps, pictures;           /* evaluation: steps (0 = all), picture rows */
   int64_t kill_at_step, kill_rank;           /* fault injection for tests: SIGKILL after that step */

@@ -103,6 +103,10 @@ void afno_batch_free(dist_afno *m);
  * any rank failed (the failing rank keeps its own message). A model without
  * parallel groups (m->solo) is local: nothing to agree on. m may be NULL. */
 dist_status afno_agree(const dist_afno *m, dist_status s, const char *what);
+/* The same within one model replica (the model-parallel x spatial ranks of
+ * one data-parallel rank): forward's scope, so data-parallel ranks may run
+ * different batch sizes, or none (an evaluation dealt unevenly). */
+dist_status afno_agree_replica(const dist_afno *m, dist_status s, const char *what);
 
 /* Counter-based random values: the same for a (seed, stream, index) on
  * every rank, whatever the layout. */

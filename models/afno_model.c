@@ -140,9 +140,9 @@ dist_status dist_afno_forward(dist_afno *m, int64_t batch, const float *x, float
   else if (batch < 1 || batch > (int64_t)1 << 30)
     s = dist_set_error(DIST_ERR_INVALID_ARGUMENT, "dist_afno_forward: batch = %lld must be in [1, 2^30]",
                        (long long)batch);
-  s = afno_agree(m, s, "dist_afno_forward");
+  s = afno_agree_replica(m, s, "dist_afno_forward");
   if (!s && m->B != batch) /* new buffers and FFT plan only when the batch size changes */
-    s = afno_agree(m, afno_batch_prepare(m, batch), "dist_afno_forward (buffers and FFT plan)");
+    s = afno_agree_replica(m, afno_batch_prepare(m, batch), "dist_afno_forward (buffers and FFT plan)");
   if (s) return s;
   m->have_forward = 0;
   s = afno_embed_forward(m, x, m->acts[0]);

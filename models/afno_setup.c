@@ -8,15 +8,30 @@
 
 #define BAD(...) dist_set_error(DIST_ERR_INVALID_ARGUMENT, "dist_afno_create: " __VA_ARGS__)
 
-dist_status afno_agree(const dist_afno *m, dist_status s, const char *what) {
-  if (m && m->solo) return s;
+/* The flag "someone failed" reduced over the groups in turn (over a mesh,
+ * MAX over each axis is MAX over their product). */
+static dist_status agree_over(dist_status s, const char *what, const char *const *groups, int n) {
   int32_t flag = s != DIST_SUCCESS;
   dist_tensor t = dist_tensor_host(&flag, DIST_I32, 0, NULL);
-  dist_status rs = dist_all_reduce("world", &t, DIST_MAX);
+  dist_status rs = DIST_SUCCESS;
+  for (int i = 0; i < n && !rs; i++) rs = dist_all_reduce(groups[i], &t, DIST_MAX);
   if (s != DIST_SUCCESS) return s;
   if (rs != DIST_SUCCESS) return rs;
   if (flag) return dist_set_error(DIST_ERR_MISMATCH, "%s failed on another rank (see its message)", what);
   return DIST_SUCCESS;
+}
+
+dist_status afno_agree(const dist_afno *m, dist_status s, const char *what) {
+  if (m && m->solo) return s;
+  const char *world = "world";
+  return agree_over(s, what, &world, 1);
+}
+
+dist_status afno_agree_replica(const dist_afno *m, dist_status s, const char *what) {
+  if (!m) return afno_agree(m, s, what);
+  if (m->solo) return s;
+  const char *groups[2] = {m->d.mp_group, m->d.sp_group};
+  return agree_over(s, what, groups, 2);
 }
 
 /* Size and rank in a group named by the config, "self" when it does not exist. */

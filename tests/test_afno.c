@@ -214,6 +214,37 @@ static void test_dp_sp(void) { check_layout(2, 1, 2, 0); }
 static void test_mp_sp(void) { check_layout(1, 2, 2, 0); }
 static void test_dp_mp(void) { check_layout(2, 2, 1, 1); }
 
+/* Forward is collective within a replica only: data-parallel ranks may run
+ * different batch sizes, or none at all (an evaluation dealt unevenly),
+ * without hanging, each getting the solo model's output. */
+static void test_dp_uneven_forward(void) {
+  if (W < 2) return;
+  char name[32];
+  snprintf(name, sizeof name, "afno_dp_uneven%d", ++mesh_id);
+  int sizes[1] = {W};
+  const char *names[1] = {name};
+  ASSERT_OK(dist_group_create_mesh(NULL, 1, sizes, names));
+  dist_afno_config c = small_config(), solo = small_config();
+  c.data_parallel = name, c.model_parallel = c.spatial = "self";
+  solo.data_parallel = solo.model_parallel = solo.spatial = "self";
+  dist_afno *m = NULL, *one = NULL;
+  ASSERT_OK(dist_afno_create(&c, &m));
+  ASSERT_OK(dist_afno_create(&solo, &one));
+  if (!m || !one) return;
+  const int64_t n = c.in_channels * c.inp_shape[0] * c.inp_shape[1], batch = R % 2 ? 0 : R + 1;
+  float *x = malloc(sizeof(float) * (size_t)(n * (R + 1))), *y = malloc(sizeof(float) * (size_t)(n * (R + 1)));
+  float *ref = malloc(sizeof(float) * (size_t)(n * (R + 1)));
+  for (int64_t i = 0; i < n * (R + 1); i++) x[i] = value(5 + R, i);
+  for (int pass = 0; pass < 2 && batch; pass++) { /* twice: the second reuses the buffers */
+    ASSERT_OK(dist_afno_forward(m, batch, x, y));
+    ASSERT_OK(dist_afno_forward(one, batch, x, ref));
+    CU_ASSERT(close_to("uneven data-parallel forward", y, ref, batch * n, 0));
+  }
+  free(x), free(y), free(ref);
+  dist_afno_destroy(m);
+  dist_afno_destroy(one);
+}
+
 /* Recomputation keeps nothing but block inputs and gives the same numbers. */
 static void test_recompute_same(void) {
   dist_afno_config c = small_config();
@@ -312,6 +343,7 @@ static void test_gelu(void) {
 }
 
 static CU_TestInfo tests[] = {
+    {"forward at uneven data-parallel batches", test_dp_uneven_forward},
     {"GELU and its derivative against erfc", test_gelu},
     {"data parallel equals serial", test_data_parallel},
     {"model parallel equals serial", test_model_parallel},
