@@ -29,14 +29,14 @@ static const char usage[] =
     "            --seed 0                  model initialisation and sampler shuffles\n"
     "            --max-steps N             stop after N steps (the schedule still spans all epochs)\n"
     "  model     --embed 64 --depth 4 --patch 4 --blocks 8 --mlp-ratio 2\n"
-    "  progress  --log-every 20 --val-samples 32 --quiet\n"
+    "  progress  --log-every 100 --val-samples 32 --quiet\n"
     "  ckpt      --ckpt-every 100 --keep 3 --resume | --resume-from FILE\n"
     "  eval      --rollout-steps 0 (all) --pictures 4 (rows of vorticity.png; 0: none) --eval-only\n"
     "  testing   --kill-at-step N --kill-rank R   SIGKILL rank R right after step N\n";
 
 static dist_status parse(int argc, char **argv, surr_opts *o) {
   *o = (surr_opts){.epochs = 30, .batch = 8, .embed = 64, .depth = 4, .patch = 4, .blocks = 8, .mlp_ratio = 2, .sparsity = 0.01,
-                   .lr = 2e-3, .lr_min_frac = 0.02, .log_every = 20, .val_samples = 32, .ckpt_every = 100,
+                   .lr = 2e-3, .lr_min_frac = 0.02, .log_every = 100, .val_samples = 32, .ckpt_every = 100,
                    .keep = 3, .pictures = 4, .kill_at_step = -1};
   struct { const char *flag; int64_t *v, lo, hi; } ints[] = {
       {"--dp", &o->dp, 1, 1 << 20},          {"--mp", &o->mp, 1, 1 << 20},         {"--sp", &o->sp, 1, 1 << 20},

@@ -13,6 +13,11 @@ NP=${NP:-4}
 OUT=${OUT:-$(pwd)/surrogate}
 SIM_FLAGS=${SIM_FLAGS:-}
 TRAIN_FLAGS=${TRAIN_FLAGS:---dp 2 --sp 2}
+# Debian's OpenBLAS 0.3.21 picks SSE3 kernels on CPUs newer than itself; name the right ones.
+if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
+  if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then export OPENBLAS_CORETYPE=SkylakeX
+  elif grep -qw avx2 /proc/cpuinfo 2>/dev/null; then export OPENBLAS_CORETYPE=Haswell; fi
+fi
 mkdir -p "$OUT"
 if [ ! -f "$OUT/flow.h5" ]; then
   echo "== 1/2 simulation: $L $NP ns2d_sim --out $OUT/flow.h5 $SIM_FLAGS"

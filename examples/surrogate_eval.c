@@ -173,7 +173,12 @@ dist_status surr_evaluate(surr *s, double *final_error) {
   r.pic_step = malloc((size_t)r.npic * sizeof(int64_t) + 1);
   dist_status st = r.cur && r.truth && r.x && r.y && r.init && r.err && r.pers && r.pic && r.pic_step
                        ? DIST_SUCCESS : dist_set_error(DIST_ERR_NO_MEMORY, "rollout buffers");
-  for (int64_t p = 0; p < r.npic; p++) r.pic_step[p] = (r.steps * (p + 1) + r.npic - 1) / r.npic;
+  /* Picture steps spaced geometrically up to the last: early tracking and late drift both show. */
+  for (int64_t p = 0; p < r.npic; p++) {
+    int64_t k = (int64_t)llround(pow((double)r.steps, (double)(p + 1) / (double)r.npic));
+    int64_t lo = p ? r.pic_step[p - 1] + 1 : 1, hi = r.steps - (r.npic - 1 - p);
+    r.pic_step[p] = k < lo ? lo : k > hi ? hi : k;
+  }
   st = surr_agree(st, "rollout buffers");
   if (!st) st = run_rollout(s, &r);
   if (!st) st = surr_agree(report(s, &r, final_error), "the rollout report");
