@@ -28,6 +28,7 @@
  * Failures that are the same on every rank by construction (a NULL handle, a
  * write after an agreed I/O error) return at once without communicating. */
 #include "flowdata.h"
+#include "agree.h"
 
 #include <errno.h>
 #include <hdf5.h>
@@ -104,25 +105,6 @@ static const char *io_reason(reason_buf *b, int err) {
 }
 
 static void quiet_hdf5(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
-
-/* All ranks of comm return the same status; on failure the message of the
- * lowest rank with the most negative status becomes everyone's message. */
-static dist_status agree(MPI_Comm comm, dist_status st) {
-  int rank;
-  MPI_Comm_rank(comm, &rank);
-  struct {
-    int value, rank;
-  } in = {(int)st, rank}, out;
-  if (MPI_Allreduce(&in, &out, 1, MPI_2INT, MPI_MINLOC, comm) != MPI_SUCCESS)
-    return fail(DIST_ERR_MPI, NULL, "MPI_Allreduce of the outcome failed");
-  if (out.value == DIST_SUCCESS) return DIST_SUCCESS;
-  char msg[1024];
-  if (rank == out.rank) snprintf(msg, sizeof msg, "%s", dist_last_error());
-  if (MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, out.rank, comm) != MPI_SUCCESS)
-    return fail(DIST_ERR_MPI, NULL, "MPI_Bcast of an error message failed");
-  msg[sizeof msg - 1] = 0;
-  return dist_set_error((dist_status)out.value, "%s", msg);
-}
 
 /* FNV-1a over a value's bytes. */
 static uint64_t mix(uint64_t h, const void *p, size_t len) {
@@ -326,7 +308,7 @@ static dist_status create_layout(flowdata *f) {
   else if ((file = H5Fcreate(f->part, H5F_ACC_TRUNC, H5P_DEFAULT, fapl)) < 0)
     st = fail(DIST_ERR_IO, f->part, "cannot create the HDF5 file: %s", h5_reason(&b));
   if (fapl >= 0) H5Pclose(fapl);
-  if ((st = agree(f->comm, st))) return st;
+  if ((st = agree_status(f->comm, st))) return st;
 
   if (put_format(file) < 0) st = fail(DIST_ERR_IO, f->part, "writing attribute 'format': %s", h5_reason(&b));
   for (size_t i = 0; !st && i < NATTRS; i++) {
@@ -370,7 +352,7 @@ static dist_status create_layout(flowdata *f) {
   if (vort >= 0) H5Dclose(vort);
   if (tset >= 0) H5Dclose(tset);
   if (H5Fclose(file) < 0 && !st) st = fail(DIST_ERR_IO, f->part, "closing after creation: %s", h5_reason(&b));
-  return agree(f->comm, st);
+  return agree_status(f->comm, st);
 }
 
 static void mpi_reason(char *buf, size_t len, int rc, int err) {
@@ -394,7 +376,7 @@ dist_status flowdata_create(const char *path, const flowdata_meta *meta, flowdat
     st = fail(DIST_ERR_INVALID_ARGUMENT, NULL, "create: empty path");
   else
     st = check_meta(path, meta, "", DIST_ERR_INVALID_ARGUMENT);
-  if ((st = agree(comm, st))) return st;
+  if ((st = agree_status(comm, st))) return st;
   if ((st = same_everywhere(comm, meta_hash(meta, path), path, "paths or metadata to flowdata_create"))) return st;
 
   flowdata *f = new_handle(path, comm, 1);
@@ -409,7 +391,7 @@ dist_status flowdata_create(const char *path, const flowdata_meta *meta, flowdat
         fclose(fp);
     }
   }
-  if (!(st = agree(comm, st))) st = create_layout(f);
+  if (!(st = agree_status(comm, st))) st = create_layout(f);
   if (!st) {
     int rc = MPI_File_open(comm, f->part, MPI_MODE_WRONLY, MPI_INFO_NULL, &f->fh);
     if (rc != MPI_SUCCESS) {
@@ -418,7 +400,7 @@ dist_status flowdata_create(const char *path, const flowdata_meta *meta, flowdat
       st = fail(DIST_ERR_IO, f->part, "MPI_File_open for the fields: %s", why);
       f->fh = MPI_FILE_NULL;
     }
-    if ((st = agree(comm, st)) && f->fh != MPI_FILE_NULL) MPI_File_close(&f->fh);
+    if ((st = agree_status(comm, st)) && f->fh != MPI_FILE_NULL) MPI_File_close(&f->fh);
   }
   if (st) {
     if (f) {
@@ -475,7 +457,7 @@ dist_status flowdata_write(flowdata *f, int64_t traj, int64_t snap, int64_t row0
     }
     done += count;
   }
-  st = note_failure(f, agree(f->comm, st));
+  st = note_failure(f, agree_status(f->comm, st));
   if (!st) f->rows_written += rows;
   return st;
 }
@@ -490,7 +472,7 @@ dist_status flowdata_set_time(flowdata *f, const double *time) {
       st = fail(DIST_ERR_INVALID_ARGUMENT, f->part, "set_time: time[%lld] = %g is not finite", (long long)i, time[i]);
   double *copy = st ? NULL : malloc(sizeof(double) * (size_t)S);
   if (!st && !copy) st = fail(DIST_ERR_NO_MEMORY, f->part, "set_time: %lld doubles", (long long)S);
-  if (!(st = agree(f->comm, st)))
+  if (!(st = agree_status(f->comm, st)))
     st = same_everywhere(f->comm, mix(0xCBF29CE484222325ull, time, sizeof(double) * (size_t)S), f->part,
                          "time arrays to flowdata_set_time");
   if (st) {
@@ -510,7 +492,7 @@ dist_status flowdata_set_stats(flowdata *f, double mean, double std, double delt
     st = fail(DIST_ERR_INVALID_ARGUMENT, f->part,
               "set_stats: mean = %g, std = %g, delta_std = %g (need finite values, std and delta_std >= 0)", mean, std,
               delta_std);
-  if ((st = agree(f->comm, st))) return st;
+  if ((st = agree_status(f->comm, st))) return st;
   const double v[3] = {mean, std, delta_std};
   if ((st = same_everywhere(f->comm, mix(0xCBF29CE484222325ull, v, sizeof v), f->part, "statistics to flowdata_set_stats")))
     return st;
@@ -559,7 +541,7 @@ static dist_status close_writer(flowdata *f) {
     mpi_reason(why, sizeof why, rc, 0);
     st = fail(DIST_ERR_IO, f->part, "closing the MPI file: %s", why);
   }
-  st = agree(f->comm, st); /* also: every rank has closed the file */
+  st = agree_status(f->comm, st); /* also: every rank has closed the file */
   if (!st && f->failed) st = dist_set_error(f->failed, "%s", f->failed_msg);
   int64_t total = 0, want = f->meta.trajectories * f->meta.snapshots * f->meta.n;
   if (!st && MPI_Allreduce(&f->rows_written, &total, 1, MPI_INT64_T, MPI_SUM, f->comm) != MPI_SUCCESS)
@@ -574,7 +556,7 @@ static dist_status close_writer(flowdata *f) {
       st = fail(DIST_ERR_IO, f->path, "renaming '%s' to it: %s", f->part, strerror(errno));
     if (st) unlink(f->part);
   }
-  return agree(f->comm, st);
+  return agree_status(f->comm, st);
 }
 
 dist_status flowdata_close(flowdata *f) {
@@ -585,7 +567,7 @@ dist_status flowdata_close(flowdata *f) {
     st = close_writer(f);
   } else {
     close_reader(f); /* read-only: nothing to lose; collective as the open was */
-    st = agree(f->comm, DIST_SUCCESS);
+    st = agree_status(f->comm, DIST_SUCCESS);
   }
   free_handle(f);
   return st;
@@ -744,12 +726,12 @@ dist_status flowdata_open(const char *path, flowdata **out) {
     st = fail(DIST_ERR_INVALID_ARGUMENT, NULL, "open: NULL %s", !path ? "path" : "output handle");
   else if (rank == 0)
     st = precheck(path);
-  if ((st = agree(comm, st))) return st;
+  if ((st = agree_status(comm, st))) return st;
   if ((st = same_everywhere(comm, mix(0xCBF29CE484222325ull, path, strlen(path)), path, "paths to flowdata_open")))
     return st;
 
   flowdata *f = new_handle(path, comm, 0);
-  if ((st = agree(comm, f ? DIST_SUCCESS : fail(DIST_ERR_NO_MEMORY, path, "open: handle")))) {
+  if ((st = agree_status(comm, f ? DIST_SUCCESS : fail(DIST_ERR_NO_MEMORY, path, "open: handle")))) {
     if (f) free_handle(f);
     return st;
   }
@@ -760,7 +742,7 @@ dist_status flowdata_open(const char *path, flowdata **out) {
   else if ((f->file = H5Fopen(path, H5F_ACC_RDONLY, fapl)) < 0)
     st = fail(DIST_ERR_CORRUPT, path, "HDF5 cannot open it (truncated or corrupt?): %s", h5_reason(&b));
   if (fapl >= 0) H5Pclose(fapl);
-  if ((st = agree(comm, st)) == DIST_SUCCESS) st = agree(comm, read_layout(f));
+  if ((st = agree_status(comm, st)) == DIST_SUCCESS) st = agree_status(comm, read_layout(f));
   if (st) {
     close_reader(f);
     free_handle(f);

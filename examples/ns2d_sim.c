@@ -53,6 +53,7 @@
 #include <distmgr.h>
 #include <distmgr/mpi.h>
 
+#include "agree.h"
 #include "cli.h"
 #include "flowdata.h"
 #include "ns2d.h"
@@ -139,22 +140,6 @@ static dist_status parse(int argc, char **argv, options *o) {
   return DIST_SUCCESS;
 }
 
-/* The same status on every rank of the world, with the failing rank's text. */
-static dist_status agree(MPI_Comm world, dist_status st) {
-  int rank;
-  MPI_Comm_rank(world, &rank);
-  struct {
-    int value, rank;
-  } in = {(int)st, rank}, out;
-  MPI_Allreduce(&in, &out, 1, MPI_2INT, MPI_MINLOC, world);
-  if (out.value == DIST_SUCCESS) return DIST_SUCCESS;
-  char msg[1024];
-  if (rank == out.rank) snprintf(msg, sizeof msg, "%s", dist_last_error());
-  MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, out.rank, world);
-  msg[sizeof msg - 1] = 0;
-  return dist_set_error((dist_status)out.value, "%s", msg);
-}
-
 static uint64_t splitmix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -212,7 +197,7 @@ static dist_status trajectory(run *r, int64_t traj, int active, double progress[
                             (long long)traj, (long long)snap);
     }
     /* A failure anywhere stops every rank before the collective write. */
-    if ((st = agree(r->world, st))) return st;
+    if ((st = agree_status(r->world, st))) return st;
     int64_t rows = active ? r->rows : 0;
     if ((st = flowdata_write(r->file, active ? traj : 0, snap, r->row0, rows, r->cur))) return st;
     if (!active) continue;
@@ -231,7 +216,7 @@ static dist_status trajectory(run *r, int64_t traj, int active, double progress[
   }
   if (active) st = ns2d_diagnostics(r->sim, &progress[1], &z);
   if (r->srank != 0) progress[0] = progress[1] = 0; /* counted once per ensemble */
-  return agree(r->world, st);
+  return agree_status(r->world, st);
 }
 
 static dist_status simulate(run *r, double *elapsed) {
@@ -246,13 +231,13 @@ static dist_status simulate(run *r, double *elapsed) {
   if (st) return st;
   ns2d_config c = NS2D_CONFIG_INIT;
   c.n = o->n, c.nu = o->nu, c.dt = o->dt, c.force_amp = o->force, c.force_k = (int)o->kf, c.group = "sim_spatial";
-  if ((st = agree(r->world, ns2d_create(&c, &r->sim)))) return st;
+  if ((st = agree_status(r->world, ns2d_create(&c, &r->sim)))) return st;
   r->rows = ns2d_rows(r->sim), r->row0 = ns2d_row_offset(r->sim);
   size_t cnt = (size_t)((r->rows > 0 ? r->rows : 1) * o->n);
   r->w = malloc(sizeof(double) * cnt);
   r->cur = malloc(sizeof(float) * cnt), r->prev = malloc(sizeof(float) * cnt);
   st = (r->w && r->cur && r->prev) ? DIST_SUCCESS : dist_set_error(DIST_ERR_NO_MEMORY, "field buffers");
-  if ((st = agree(r->world, st))) return st;
+  if ((st = agree_status(r->world, st))) return st;
 
   flowdata_meta m;
   memset(&m, 0, sizeof m);
@@ -265,7 +250,7 @@ static dist_status simulate(run *r, double *elapsed) {
 
   const int E = r->nens;
   double *prog = calloc((size_t)(4 * E), sizeof(double));
-  if ((st = agree(r->world, prog ? DIST_SUCCESS : dist_set_error(DIST_ERR_NO_MEMORY, "progress")))) return st;
+  if ((st = agree_status(r->world, prog ? DIST_SUCCESS : dist_set_error(DIST_ERR_NO_MEMORY, "progress")))) return st;
   for (int64_t round = 0; !st && round * E < o->trajectories; round++) {
     memset(prog, 0, sizeof(double) * (size_t)(4 * E));
     int64_t traj = round * E + r->ens;
@@ -289,7 +274,7 @@ static dist_status simulate(run *r, double *elapsed) {
   double mean = s[0] / s[2], std = sqrt(fmax(s[1] / s[2] - mean * mean, 0));
   double dmean = s[3] / s[5], dstd = sqrt(fmax(s[4] / s[5] - dmean * dmean, 0));
   double *time = malloc(sizeof(double) * (size_t)o->snapshots);
-  if ((st = agree(r->world, time ? DIST_SUCCESS : dist_set_error(DIST_ERR_NO_MEMORY, "time array")))) return st;
+  if ((st = agree_status(r->world, time ? DIST_SUCCESS : dist_set_error(DIST_ERR_NO_MEMORY, "time array")))) return st;
   for (int64_t i = 0; i < o->snapshots; i++) time[i] = (double)i * m.dt_snapshot;
   st = flowdata_set_time(r->file, time);
   free(time);

@@ -113,7 +113,7 @@ static dist_status make_model(surr *s, cosine *cos_ctx) {
   s->rows = s->L.rows, s->row0 = s->L.row_offset;
   dist_adam_options a = DIST_ADAM_OPTIONS_INIT;
   a.lr = o->lr;
-  st = surr_agree(dist_optim_adam(dist_afno_params(s->model), &a, &s->opt), "the optimizer");
+  st = surr_agree(dist_optim_adam(dist_afno_params(s->model), &a, &s->opt));
   dist_lr_schedule sch = {.kind = DIST_LR_CUSTOM, .fn = cosine_lr, .ctx = cos_ctx};
   if (!st) st = dist_optim_set_schedule(s->opt, &sch);
   return st;
@@ -152,12 +152,12 @@ static dist_status validate(surr *s, double *loss) {
   if (v == 0) return DIST_SUCCESS;
   int64_t mine = v / s->o.dp, *idx = malloc((size_t)s->local_batch * sizeof(int64_t));
   double sum = 0;
-  dist_status st = surr_agree(idx ? DIST_SUCCESS : dist_set_error(DIST_ERR_NO_MEMORY, "validation indices"), "validation");
+  dist_status st = surr_agree(idx ? DIST_SUCCESS : dist_set_error(DIST_ERR_NO_MEMORY, "validation indices"));
   for (int64_t at = 0; !st && at < mine; at += s->local_batch) {
     int64_t cnt = mine - at < s->local_batch ? mine - at : s->local_batch;
     for (int64_t k = 0; k < cnt; k++) idx[k] = (s->L.dp_rank + (at + k) * s->o.dp) * avail / v;
     double l = 0;
-    st = surr_agree(surr_load_pairs(s, s->meta.train_trajectories, idx, cnt, s->x, s->target), "validation data");
+    st = surr_agree(surr_load_pairs(s, s->meta.train_trajectories, idx, cnt, s->x, s->target));
     if (!st) st = dist_afno_forward(s->model, cnt, s->x, s->y);
     if (!st) st = dist_afno_mse(s->model, cnt, s->y, s->target, &l, NULL);
     sum += l * (double)cnt;
@@ -234,11 +234,11 @@ static dist_status log_line(surr *s, progress *p, int64_t epoch) {
 }
 
 static dist_status train_step(surr *s, const int64_t *idx, double *loss) {
-  dist_status st = surr_agree(surr_load_pairs(s, 0, idx, s->local_batch, s->x, s->target), "training data");
+  dist_status st = surr_agree(surr_load_pairs(s, 0, idx, s->local_batch, s->x, s->target));
   if (!st) st = dist_afno_zero_grad(s->model);
   if (!st) st = dist_afno_forward(s->model, s->local_batch, s->x, s->y);
   if (!st) st = dist_afno_mse(s->model, s->local_batch, s->y, s->target, loss, s->dy);
-  if (!st && !isfinite(*loss)) st = surr_agree(dist_set_error(DIST_ERR_INVALID_ARGUMENT, "the loss is %g at step %lld: lower --lr", *loss, (long long)s->step), "loss");
+  if (!st && !isfinite(*loss)) st = surr_agree(dist_set_error(DIST_ERR_INVALID_ARGUMENT, "the loss is %g at step %lld: lower --lr", *loss, (long long)s->step));
   if (!st) st = dist_afno_backward(s->model, s->dy);
   if (!st) st = dist_optim_step(s->opt);
   if (!st) st = dist_optim_schedule_step(s->opt);
@@ -247,7 +247,7 @@ static dist_status train_step(surr *s, const int64_t *idx, double *loss) {
 
 static dist_status train(surr *s) {
   progress p = {0};
-  dist_status st = surr_agree(open_csv(s, &p.csv), "loss.csv");
+  dist_status st = surr_agree(open_csv(s, &p.csv));
   sampler smp = {s->train_samples, (int)s->o.dp, s->L.dp_rank, (uint64_t)s->o.seed, 1, 0};
   int64_t *order = malloc((size_t)sampler_per_replica(&smp) * sizeof(int64_t));
   if (!st && !order) st = dist_set_error(DIST_ERR_NO_MEMORY, "sampler indices");
@@ -302,11 +302,11 @@ static dist_status run(surr *s) {
   if (!st) st = flowdata_open(s->o.data, &s->data);
   if (!st) s->meta = *flowdata_meta_get(s->data), s->n = s->meta.n;
   if (!st) st = make_model(s, &cos_ctx);
-  if (!st) st = surr_agree(plan(s), "setup");
+  if (!st) st = surr_agree(plan(s));
   if (st) return st;
   cos_ctx.total = s->total_steps;
   if (s->rank == 0 && (mkdir(s->o.out, 0777) && errno != EEXIST)) st = dist_set_error(DIST_ERR_IO, "cannot create %s: %s", s->o.out, strerror(errno));
-  st = surr_agree(st, "the output folder");
+  st = surr_agree(st);
   char path[4096] = "";
   if (!st && s->o.resume) {
     if (s->o.resume_from) snprintf(path, sizeof path, "%s", s->o.resume_from);

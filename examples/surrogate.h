@@ -46,9 +46,9 @@ typedef struct surr {
   double *snap_time;           /* the dataset's snapshot times */
 } surr;
 
-/* Same status on every rank of the world: a rank that failed keeps its own
- * message, the others get one saying which rank failed. */
-dist_status surr_agree(dist_status s, const char *what);
+/* Same status on every rank of the world, with the failing rank's message
+ * (examples/agree.h). */
+dist_status surr_agree(dist_status s);
 
 /* Read `count` samples (pair indices into trajectories from traj0) into the
  * model's input and target layout, this rank's rows. Local. */

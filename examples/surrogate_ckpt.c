@@ -73,7 +73,7 @@ dist_status surr_ckpt_save(surr *s, int64_t epoch) {
   dist_status st = DIST_SUCCESS;
   if (s->rank == 0 && mkdir(dir, 0777) && errno != EEXIST)
     st = dist_set_error(DIST_ERR_IO, "cannot create %s: %s", dir, strerror(errno));
-  st = surr_agree(st, "the checkpoint folder");
+  st = surr_agree(st);
   if (st) return st;
   snprintf(path, sizeof path, "%s/" CKPT_PREFIX "%08" PRId64 CKPT_SUFFIX, dir, s->step);
   char v[8][160], model[256], data[512];
@@ -160,7 +160,7 @@ static dist_status check_meta(surr *s, const char *path, int64_t *step, double *
 dist_status surr_ckpt_load(surr *s, const char *path) {
   int64_t step = 0, count = 0;
   double loss = 0;
-  dist_status st = surr_agree(check_meta(s, path, &step, &loss, &count), "reading the checkpoint");
+  dist_status st = surr_agree(check_meta(s, path, &step, &loss, &count));
   if (!st) st = dist_afno_load(s->model, s->opt, path);
   if (st) return st;
   s->step = step, s->interval_loss = loss, s->interval_count = count;

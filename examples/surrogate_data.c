@@ -1,23 +1,16 @@
 /* Agreement on errors and the training samples of the surrogate. */
-#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
+#include <distmgr/mpi.h>
+
+#include "agree.h"
 #include "surrogate.h"
 
-dist_status surr_agree(dist_status s, const char *what) {
-  char mine[1024];
-  int rank = 0;
-  snprintf(mine, sizeof mine, "%s", s ? dist_last_error() : "");
-  dist_manager_rank(&rank);
-  int32_t v[2] = {(int32_t)s, s ? rank : INT_MAX};
-  int64_t two = 2;
-  dist_tensor t = dist_tensor_host(v, DIST_I32, 1, &two);
-  dist_status r = dist_all_reduce(NULL, &t, DIST_MIN);
-  if (r) return r;
-  if (s) return dist_set_error(s, "%s", mine);
-  if (v[0]) return dist_set_error((dist_status)v[0], "%s failed on rank %d (see its message)", what, (int)v[1]);
-  return DIST_SUCCESS;
+dist_status surr_agree(dist_status s) {
+  MPI_Comm world;
+  dist_status st = dist_group_comm(NULL, &world);
+  return st ? st : agree_status(world, s);
 }
 
 /* x = (omega(t) - mean) / std and target = (omega(t + dt) - omega(t)) /

@@ -84,11 +84,11 @@ static dist_status run_rollout(surr *s, rollout *r) {
   for (int64_t k = 0; !st && k < r->mine; k++)
     st = flowdata_read(s->data, r->traj0 + s->L.dp_rank + k * s->o.dp, 0, s->row0, s->rows, r->cur + k * r->each);
   if (!st) memcpy(r->init, r->cur, (size_t)(r->mine * r->each) * sizeof(float));
-  st = surr_agree(st, "reading the held-out trajectories");
+  st = surr_agree(st);
   int64_t pic = 0, nn = s->n * s->n;
   for (int64_t step = 1; !st && step <= r->steps; step++) {
     if (r->mine) st = advance(s, r, step);
-    st = surr_agree(st, "the rollout");
+    st = surr_agree(st);
     if (!st && r->mine) st = score(s, r, step);
     if (!st && s->L.dp_rank == 0 && pic < r->npic && r->pic_step[pic] == step) {
       st = gather_picture(s, r, 0, r->pic + (2 * pic) * nn, r->pic + (2 * pic + 1) * nn);
@@ -179,13 +179,13 @@ dist_status surr_evaluate(surr *s, double *final_error) {
     int64_t lo = p ? r.pic_step[p - 1] + 1 : 1, hi = r.steps - (r.npic - 1 - p);
     r.pic_step[p] = k < lo ? lo : k > hi ? hi : k;
   }
-  st = surr_agree(st, "rollout buffers");
+  st = surr_agree(st);
   if (!st) st = run_rollout(s, &r);
-  if (!st) st = surr_agree(report(s, &r, final_error), "the rollout report");
+  if (!st) st = surr_agree(report(s, &r, final_error));
   char path[4200];
   snprintf(path, sizeof path, "%s/vorticity.png", s->o.out);
   if (!st && r.npic > 0) {
-    st = surr_agree(s->rank == 0 ? draw(s, &r, path) : DIST_SUCCESS, "the pictures");
+    st = surr_agree(s->rank == 0 ? draw(s, &r, path) : DIST_SUCCESS);
     if (!st && s->rank == 0)
       printf("ns2d_train: pictures %s (rows: steps %" PRId64 "..%" PRId64 " of held-out trajectory %" PRId64 "; columns: solver, AFNO rollout, difference)\n",
              path, r.pic_step[0], r.pic_step[r.npic - 1], r.traj0);
