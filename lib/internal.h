@@ -45,6 +45,7 @@ typedef struct dist__settings {
   int verify;                     /* DIST_VERIFY: cross-rank argument check before collectives */
   int cuda_backend;               /* DIST_CUDA_BACKEND: DIST__CUDA_* */
   long long nb_allreduce_min;     /* DIST_NB_ALLREDUCE_MIN: bytes; DIST__NB_AUTO or DIST__NB_OFF */
+  double timeout;                 /* DIST_TIMEOUT: seconds; 0 = off */
 } dist__settings;
 
 #define DIST__NB_AUTO (-1LL)

@@ -72,6 +72,16 @@ static dist_status parse_nb_allreduce_min(const char *name, const char *value, d
   return DIST_SUCCESS;
 }
 
+static dist_status parse_timeout(const char *name, const char *value, dist__settings *s) {
+  char *end = NULL;
+  double t = value[0] >= '0' && value[0] <= '9' ? strtod(value, &end) : -1;
+  if (strcasecmp(value, "off") == 0) t = 0, end = (char *)value + 3;
+  if (!end || *end || t < 0 || t > 1e6)
+    return dist__error(DIST_ERR_SETTING, "%s='%s' is not a timeout (seconds from 0 to 1e6, or off)", name, value);
+  s->timeout = t;
+  return DIST_SUCCESS;
+}
+
 static const struct {
   dist_setting_info info;
   setting_parser parse;
@@ -99,6 +109,10 @@ static const struct {
       "Open MPI when libnbc's all-reduce is Rabenseifner or ring, which distmgr sets by default; else off), off, "
       "or a byte count"},
      parse_nb_allreduce_min},
+    {{"DIST_TIMEOUT", "off",
+      "seconds a collective, wait or group creation may take before it fails on every live rank, naming the "
+      "ranks that did not arrive; off (0) = wait forever"},
+     parse_timeout},
 };
 #define NSETTINGS ((int)(sizeof TABLE / sizeof TABLE[0]))
 

@@ -208,13 +208,17 @@ static void test_settings_invalid(void) {
   expect_bad_setting("DIST_NB_ALLREDUCE_MIN=0", "DIST_NB_ALLREDUCE_MIN");
   expect_bad_setting("DIST_NB_ALLREDUCE_MIN=1MiB", "DIST_NB_ALLREDUCE_MIN");
   expect_bad_setting("DIST_NB_ALLREDUCE_MIN=", "DIST_NB_ALLREDUCE_MIN");
+  expect_bad_setting("DIST_TIMEOUT=-1", "DIST_TIMEOUT");
+  expect_bad_setting("DIST_TIMEOUT=10s", "DIST_TIMEOUT");
+  expect_bad_setting("DIST_TIMEOUT=nan", "DIST_TIMEOUT");
+  expect_bad_setting("DIST_TIMEOUT=", "DIST_TIMEOUT");
   /* The message also quotes the offending value. */
   expect_bad_setting("DIST_INIT_METHOD=pbs", "pbs");
 }
 
 static void test_settings_table(void) {
   int n = dist_settings_count();
-  CU_ASSERT_EQUAL(n, 8);
+  CU_ASSERT_EQUAL(n, 9);
   for (int i = 0; i < n; i++) {
     const dist_setting_info *info = dist_settings_get(i);
     CU_ASSERT_PTR_NOT_NULL_FATAL(info);

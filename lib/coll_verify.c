@@ -1,0 +1,158 @@
+/* The cross-rank verification round of collectives: every rank of the group
+ * agrees that all arguments are valid and match before any data moves. */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll_call.h"
+
+void dist__sig_tensor(dist__call *c, const dist_tensor *t, int dim) {
+  c->sig.dtype = t->dtype;
+  c->sig.memory = t->memory;
+  c->sig.ndim = t->ndim;
+  c->sig.dim = dim;
+  for (int i = 0; i < t->ndim; i++) c->sig.shape[i] = i == dim ? 0 : t->shape[i];
+}
+
+void dist__sig_sizes(dist__call *c, const int64_t *sizes) {
+  c->sig.sizes = dist__hash(c->sig.sizes ? c->sig.sizes : DIST__HASH_SEED, sizes, sizeof *sizes * (size_t)c->g->size);
+}
+
+static void describe_sig(const dist__sig *s, char *buf, size_t n) {
+  dist_tensor t;
+  memset(&t, 0, sizeof t);
+  t.dtype = (dist_dtype)s->dtype;
+  t.memory = (dist_memory)s->memory;
+  t.ndim = s->ndim >= 0 && s->ndim <= DIST_TENSOR_MAX_DIMS ? s->ndim : 0;
+  memcpy(t.shape, s->shape, sizeof t.shape);
+  dist__describe_shape(&t, buf, n);
+  size_t k = strlen(buf);
+  if (s->dim >= 0 && k < n) k += (size_t)snprintf(buf + k, n - k, " dim %d", s->dim);
+  if (s->op >= 0 && k < n) k += (size_t)snprintf(buf + k, n - k, " op %s", dist_reduce_op_name((dist_reduce_op)s->op));
+  if (s->root >= 0 && k < n) snprintf(buf + k, n - k, " root %d", s->root);
+}
+
+/* Error path only: find the first rank whose signature differs from rank 0's. */
+static dist_status mismatch(dist__call *c) {
+  int P = c->g->size;
+  dist__sig *all = malloc(sizeof *all * (size_t)P);
+  if (!all) return dist__error(DIST_ERR_MISMATCH, "%s: ranks of group '%s' passed different arguments", c->what,
+                               c->g->name);
+  MPI_Allgather(&c->sig, (int)sizeof c->sig, MPI_BYTE, all, (int)sizeof c->sig, MPI_BYTE, c->g->comm);
+  int who = 1;
+  while (who < P - 1 && memcmp(&all[who], &all[0], sizeof *all) == 0) who++;
+  char a[200], b[200];
+  void (*describe)(const dist__sig *, char *, size_t) = c->describe ? c->describe : describe_sig;
+  describe(&all[0], a, sizeof a);
+  describe(&all[who], b, sizeof b);
+  const char *extra = memcmp(&all[who], &all[0], offsetof(dist__sig, sizes)) == 0 ? " (their size arrays differ)" : "";
+  free(all);
+  return dist__error(DIST_ERR_MISMATCH, "%s: rank %d of group '%s' disagrees with rank 0: %s vs %s%s", c->what, who,
+                     c->g->name, b, a, extra);
+}
+
+static uint64_t mix(uint64_t x) { /* splitmix64 finalizer */
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+static uint64_t pair_hash(int src, int dst, int64_t count) {
+  return mix(mix(((uint64_t)(uint32_t)src << 32) | (uint32_t)dst) ^ (uint64_t)count);
+}
+
+void dist__sig_exchange(dist__call *c, const int64_t *send, const int64_t *recv) {
+  int me = c->g->rank;
+  uint64_t b = 0;
+  for (int r = 0; r < c->g->size; r++) b += pair_hash(me, r, send[r]) - pair_hash(r, me, recv[r]);
+  c->xsend = send;
+  c->xrecv = recv;
+  c->balance = b;
+}
+
+/* Error path only: name the first (receiver, sender) pair whose counts disagree. */
+static dist_status exchange_mismatch(dist__call *c) {
+  int P = c->g->size, me = c->g->rank;
+  int64_t *theirs = calloc((size_t)P, sizeof *theirs), key = INT64_MAX, best, d[2] = {0, 0}, sum[2];
+  if (!theirs) return dist__error(DIST_ERR_NO_MEMORY, "%s: count check", c->what);
+  /* theirs[r]: what rank r says it sends me */
+  MPI_Alltoall((void *)c->xsend, 1, MPI_INT64_T, theirs, 1, MPI_INT64_T, c->g->comm);
+  for (int r = 0; r < P && key == INT64_MAX; r++)
+    if (theirs[r] != c->xrecv[r]) key = (int64_t)me * P + r;
+  MPI_Allreduce(&key, &best, 1, MPI_INT64_T, MPI_MIN, c->g->comm);
+  if (best == key && key != INT64_MAX) d[0] = theirs[key % P], d[1] = c->xrecv[key % P];
+  MPI_Allreduce(d, sum, 2, MPI_INT64_T, MPI_SUM, c->g->comm);
+  free(theirs);
+  if (best == INT64_MAX) /* a hash collision in the balance, or none at all */
+    return dist__error(DIST_ERR_MISMATCH, "%s: send and receive counts disagree between ranks of group '%s'", c->what,
+                       c->g->name);
+  int recv = (int)(best / P), send = (int)(best % P);
+  return dist__error(DIST_ERR_MISMATCH,
+                     "%s: rank %d of group '%s' sends %lld slices to rank %d, which expects %lld (its recv_sizes[%d])",
+                     c->what, send, c->g->name, (long long)sum[0], recv, (long long)sum[1], send);
+}
+
+/* The verification reduction: MAX over (failure, hash, ~hash), SUM over the
+ * all-to-all balance, as one user-defined op on 4 words. */
+static void verify_op(void *in, void *inout, int *len, MPI_Datatype *type) {
+  const uint64_t *a = in;
+  uint64_t *b = inout;
+  for (int i = 0; i < *len; i++, a += 4, b += 4) {
+    for (int k = 0; k < 3; k++)
+      if ((int64_t)a[k] > (int64_t)b[k]) b[k] = a[k];
+    b[3] += a[3];
+  }
+}
+
+static dist_status verify_handles(MPI_Op *op, MPI_Datatype *type) {
+  static MPI_Op vop = MPI_OP_NULL;
+  static MPI_Datatype vtype = MPI_DATATYPE_NULL;
+  if (vop == MPI_OP_NULL) { /* local calls, made once; MPI_Finalize releases them */
+    if (MPI_Type_contiguous(4, MPI_UINT64_T, &vtype) != MPI_SUCCESS || MPI_Type_commit(&vtype) != MPI_SUCCESS ||
+        MPI_Op_create(verify_op, 1, &vop) != MPI_SUCCESS)
+      return dist__error(DIST_ERR_MPI, "creating the verification reduction failed");
+  }
+  *op = vop;
+  *type = vtype;
+  return DIST_SUCCESS;
+}
+
+dist_status dist__call_ready(dist__call *c, dist_status s) {
+  if (!dist__state.settings.verify || c->g->size == 1) return s;
+  return dist__agree(c->g->comm, s, c->what);
+}
+
+dist_status dist__call_verify(dist__call *c, dist_status local) {
+  if (!dist__state.settings.verify) return local;
+  return dist__call_verify_always(c, local);
+}
+
+dist_status dist__call_verify_always(dist__call *c, dist_status local) {
+  if (c->g->size == 1) return local;
+  uint64_t h = local ? 0 : dist__hash(DIST__HASH_SEED, &c->sig, sizeof c->sig);
+  int64_t in[4], out[4];
+  MPI_Op op = MPI_OP_NULL;
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  DIST_CHECK(verify_handles(&op, &type));
+  /* MAX over (failing code, lowest rank) packed in one word, and over h and
+   * ~h: all hashes are equal iff both maxima equal this rank's values. */
+  in[0] = local ? ((int64_t)(-local) << 32) | (int64_t)(0x7FFFFFFF - c->g->rank) : 0;
+  in[1] = (int64_t)h;
+  in[2] = ~(int64_t)h;
+  in[3] = local ? 0 : (int64_t)c->balance;
+  int rc = MPI_Allreduce(in, out, 1, type, op, c->g->comm);
+  if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Allreduce (argument check)");
+  if (out[0]) {
+    if (local) return local; /* keep this rank's own message */
+    dist_status code = (dist_status)(-(out[0] >> 32));
+    int who = 0x7FFFFFFF - (int)(out[0] & 0xFFFFFFFF);
+    return dist__error(code, "%s: rank %d of group '%s' rejected its arguments (%s); see its message", c->what, who,
+                       c->g->name, dist_status_string(code));
+  }
+  if (out[1] != in[1] || out[2] != in[2]) return mismatch(c);
+  if (out[3] != 0) return exchange_mismatch(c); /* same on every rank: a sum */
+  return DIST_SUCCESS;
+}
+
