@@ -32,6 +32,11 @@ const char *dist__env_get(const char *const *env, const char *name);
 dist_status dist__parse_int(dist_status status, const char *var, const char *value, long min, long max,
                             const char *context, int *out);
 
+/* 1 and *out when `value` is a whole number as other programs read it
+ * (strtol: white space, '+', leading zeros allowed); else 0. Quiet: no
+ * last-error message. For comparing variables that are ignored. */
+int dist__parse_int_loose(const char *value, long *out);
+
 /* Logging: the manager tells the log layer who we are. */
 void dist__log_set_rank(int rank, int size);
 

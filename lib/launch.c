@@ -111,31 +111,41 @@ static const char *size_value(const char *const *env, const launcher_vars *v) {
   return s || !v->size_alt ? s : dist__env_get(env, v->size_alt);
 }
 
-/* A launcher is "present" when its rank or size variable is set. SLURM's task
- * count is also set in an salloc shell, where no task was launched, so only
- * SLURM_PROCID marks a SLURM launch. */
-static int present(const char *const *env, const launcher_vars *v) {
-  if (dist__env_get(env, v->rank)) return 1;
-  return v->method != DIST_LAUNCH_SLURM && size_value(env, v) != NULL;
+/* A launcher is present when its rank variable is set: the rank is what a
+ * launcher sets per process. A size variable alone (WORLD_SIZE left in the
+ * shell, SLURM_NTASKS in an salloc shell) marks nothing. */
+static int present(const char *const *env, const launcher_vars *v) { return dist__env_get(env, v->rank) != NULL; }
+
+/* Set but not chosen: worth a note when its rank or size variable is set,
+ * except SLURM's task count alone, which every salloc shell has. */
+static int mentioned(const char *const *env, const launcher_vars *v) {
+  return present(env, v) || (v->method != DIST_LAUNCH_SLURM && size_value(env, v) != NULL);
 }
 
-/* Note lower-priority launchers whose rank/size disagree with the chosen one. */
+/* Does text `value` mean the number `want`, as the program that set it
+ * would read it ("01" is 1)? Parsed quietly: a variable we ignore must not
+ * overwrite the thread's last error. */
+static int means(const char *value, int want) {
+  long v;
+  return dist__parse_int_loose(value, &v) && v == want;
+}
+
+/* Note other launchers' variables that disagree with the chosen launch. */
 static void note_disagreement(const char *const *env, dist_launch *l) {
   for (size_t i = 0; i < NLAUNCHERS; i++) {
     const launcher_vars *v = &LAUNCHERS[i];
     const char *rv = dist__env_get(env, v->rank), *sv = size_value(env, v);
-    if (v->method == l->method || !present(env, v)) continue;
-    /* Compare text, not parsed values: parsing here would overwrite the
-     * thread's last error with a message about variables we ignore. */
-    char mine[32], size[32];
-    snprintf(mine, sizeof mine, "%d", l->rank);
-    snprintf(size, sizeof size, "%d", l->size);
-    if (!rv || !sv || strcmp(rv, mine) != 0 || strcmp(sv, size) != 0) {
-      snprintf(l->note, sizeof l->note, "%s variables ignored (rank %s, size %s): %s takes precedence",
+    if (v->method == l->method || !mentioned(env, v)) continue;
+    if (rv && sv && means(rv, l->rank) && means(sv, l->size)) continue;
+    if (l->method == DIST_LAUNCH_SINGLE)
+      snprintf(l->note, sizeof l->note, "%s variables ignored (rank %.40s, size %.40s): without %s no launcher is "
+               "detected; running as a single process", dist_launch_method_name(v->method), rv ? rv : "unset",
+               sv ? sv : "unset", v->rank);
+    else
+      snprintf(l->note, sizeof l->note, "%s variables ignored (rank %.40s, size %.40s): %s takes precedence",
                dist_launch_method_name(v->method), rv ? rv : "unset", sv ? sv : "unset",
                dist_launch_method_name(l->method));
-      return;
-    }
+    return;
   }
 }
 
@@ -189,6 +199,8 @@ dist_status dist_launch_detect(const char *const *env, dist_launch_method forced
   }
   dist_launch l;
   DIST_CHECK(detect_method(env, m, &l));
+  /* Detected, not forced: say which leftover variables were passed over. */
+  if (forced == DIST_LAUNCH_AUTO && m == DIST_LAUNCH_SINGLE) note_disagreement(env, &l);
   *out = l;
   return DIST_SUCCESS;
 }

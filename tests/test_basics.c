@@ -387,11 +387,10 @@ static void test_parse_int_valid(void) {
   CU_ASSERT_EQUAL(v, 0);
   ASSERT_OK(parse("-5", -10, 10, &v));
   CU_ASSERT_EQUAL(v, -5);
-  ASSERT_OK(parse("007", 0, 10, &v)); /* leading zeros are still decimal */
-  CU_ASSERT_EQUAL(v, 7);
-  /* A leading '+' is an ordinary decimal sign (strtol's), not a typo. */
-  ASSERT_OK(parse("+7", 0, 10, &v));
-  CU_ASSERT_EQUAL(v, 7);
+  ASSERT_OK(parse("10", 0, 10, &v)); /* zeros inside a number are fine */
+  CU_ASSERT_EQUAL(v, 10);
+  ASSERT_OK(parse("-10", -10, 10, &v));
+  CU_ASSERT_EQUAL(v, -10);
 }
 
 static void test_parse_int_invalid(void) {
@@ -409,6 +408,25 @@ static void test_parse_int_invalid(void) {
       {"+", 0, 10, "not an integer"},
       {"-", 0, 10, "not an integer"},
       {"1e3", 0, 10000, "not an integer"},
+      /* Only canonical decimal integers: whitespace of any kind, '+',
+       * leading zeros and "-0" are typos or another program's notation. */
+      {"\n5", 0, 10, "not an integer"},
+      {"\r5", 0, 10, "not an integer"},
+      {"\v5", 0, 10, "not an integer"},
+      {"\f5", 0, 10, "not an integer"},
+      {"5\r", 0, 10, "not an integer"},
+      {"+7", 0, 10, "not an integer"},
+      {"+0", 0, 10, "not an integer"},
+      {"-0", -10, 10, "not an integer"},
+      {"007", 0, 10, "not an integer"},
+      {"00", 0, 10, "not an integer"},
+      {"-07", -10, 10, "not an integer"},
+      {"--1", -10, 10, "not an integer"},
+      {"+-1", -10, 10, "not an integer"},
+      {"1-", 0, 10, "not an integer"},
+      {"9223372036854775808", 0, INT_MAX, "out of range"},   /* LONG_MAX + 1 */
+      {"-9223372036854775809", INT_MIN, 0, "out of range"},  /* LONG_MIN - 1 */
+      {"-99999999999999999999", INT_MIN, 0, "out of range"},
       {"", 0, 10, "empty"},
       {NULL, 0, 10, "empty"}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -421,6 +439,53 @@ static void test_parse_int_invalid(void) {
     CU_ASSERT_EQUAL(v, -12345);
     name_failure(before, cases[i].value ? cases[i].value : "(NULL)");
   }
+}
+
+static void test_parse_int_quotes_value(void) {
+  /* The message names the variable and quotes the value, control characters
+   * escaped so the log line stays one line. */
+  static const struct { const char *value, *quoted; } cases[] = {
+      {"007", "VAR='007'"},   {"+1", "VAR='+1'"},     {"-0", "VAR='-0'"},
+      {"\n1", "VAR='\\n1'"}, {"1\t", "VAR='1\\t'"}, {"\x01z", "VAR='\\x01z'"},
+      {"abc", "VAR='abc' is not an integer (ctx)"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    unsigned before = CU_get_number_of_failures();
+    int v;
+    ASSERT_STATUS(parse(cases[i].value, 0, 10, &v), DIST_ERR_ENVIRONMENT);
+    ASSERT_MSG_HAS(cases[i].quoted);
+    CU_ASSERT_PTR_NULL(strchr(dist_last_error(), '\n'));
+    name_failure(before, cases[i].quoted);
+  }
+  /* A very long value is cut, not the rest of the message. */
+  char longv[3000];
+  memset(longv, '7', sizeof longv - 1);
+  longv[0] = 'x';
+  longv[sizeof longv - 1] = '\0';
+  int v;
+  ASSERT_STATUS(parse(longv, 0, 10, &v), DIST_ERR_ENVIRONMENT);
+  ASSERT_MSG_HAS("(ctx)");
+}
+
+static void test_parse_int_loose(void) {
+  /* The quiet, lenient reading used to compare ignored launcher variables:
+   * what other programs make of a number, and no last-error message. */
+  long v = -1;
+  dist_set_error(DIST_ERR_INTERNAL, "%s", "marker");
+  CU_ASSERT_TRUE(dist__parse_int_loose("01", &v));
+  CU_ASSERT_EQUAL(v, 1);
+  CU_ASSERT_TRUE(dist__parse_int_loose("+2", &v));
+  CU_ASSERT_EQUAL(v, 2);
+  CU_ASSERT_TRUE(dist__parse_int_loose("-0", &v));
+  CU_ASSERT_EQUAL(v, 0);
+  CU_ASSERT_TRUE(dist__parse_int_loose(" 3", &v));
+  CU_ASSERT_EQUAL(v, 3);
+  v = -1;
+  CU_ASSERT_FALSE(dist__parse_int_loose("1x", &v));
+  CU_ASSERT_FALSE(dist__parse_int_loose("", &v));
+  CU_ASSERT_FALSE(dist__parse_int_loose(NULL, &v));
+  CU_ASSERT_FALSE(dist__parse_int_loose("99999999999999999999", &v));
+  CU_ASSERT_EQUAL(v, -1);
+  CU_ASSERT_STRING_EQUAL(dist_last_error(), "marker");
 }
 
 static void test_parse_int_status_passthrough(void) {
@@ -480,6 +545,8 @@ static CU_TestInfo device_tests[] = {
 static CU_TestInfo parse_tests[] = {
     {"parse_int valid", test_parse_int_valid},
     {"parse_int invalid", test_parse_int_invalid},
+    {"parse_int quotes the value", test_parse_int_quotes_value},
+    {"parse_int_loose", test_parse_int_loose},
     {"parse_int status", test_parse_int_status_passthrough},
     {"env_get", test_env_get},
     CU_TEST_INFO_NULL,

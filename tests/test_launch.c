@@ -285,6 +285,66 @@ static void test_launch_node_only_for_slurm(void) {
   CU_ASSERT_STRING_EQUAL(l.master_addr, "");
 }
 
+static void test_size_alone_marks_nothing(void) {
+  /* Only a rank variable marks a launcher: a size variable left over in the
+   * shell must not hide the real launcher or break a single process. */
+  const char *srun[] = {"WORLD_SIZE=4", "SLURM_PROCID=1", "SLURM_NTASKS=2", "SLURM_STEP_ID=0", NULL};
+  const char *torchrun[] = {"OMPI_COMM_WORLD_SIZE=8", "RANK=1", "WORLD_SIZE=2", NULL};
+  const char *sbatch[] = {"PMI_SIZE=4", "SLURM_PROCID=0", "SLURM_NTASKS=4", NULL};
+  const char *alone[] = {"WORLD_SIZE=4", NULL};
+  const char *pmi_alone[] = {"PMI_SIZE=3", NULL};
+  dist_launch l;
+  detect_ok(srun, DIST_LAUNCH_AUTO, &l);
+  expect_launch("WORLD_SIZE left over under srun", &l, DIST_LAUNCH_SLURM, 1, 2, -1, -1, "", 0, 0, 1);
+  CU_ASSERT_TRUE(note_has(&l, "ENV variables ignored (rank unset, size 4)"));
+  detect_ok(torchrun, DIST_LAUNCH_AUTO, &l);
+  expect_launch("OMPI size left over under torchrun", &l, DIST_LAUNCH_ENV, 1, 2, -1, -1, "", 0, 0, 0);
+  CU_ASSERT_TRUE(note_has(&l, "OPENMPI"));
+  detect_ok(sbatch, DIST_LAUNCH_AUTO, &l);
+  expect_launch("PMI_SIZE left over in sbatch", &l, DIST_LAUNCH_SLURM, 0, 1, 0, 1, "", 0, 1, 1);
+  CU_ASSERT_TRUE(note_has(&l, "MPICH"));
+  detect_ok(alone, DIST_LAUNCH_AUTO, &l);
+  expect_launch("WORLD_SIZE alone", &l, DIST_LAUNCH_SINGLE, 0, 1, 0, 1, "", 0, 0, 1);
+  CU_ASSERT_TRUE(note_has(&l, "ENV variables ignored (rank unset, size 4)"));
+  CU_ASSERT_TRUE(note_has(&l, "RANK"));
+  detect_ok(pmi_alone, DIST_LAUNCH_AUTO, &l);
+  CU_ASSERT_EQUAL(l.method, DIST_LAUNCH_SINGLE);
+  CU_ASSERT_TRUE(note_has(&l, "MPICH"));
+}
+
+static void test_note_compares_values(void) {
+  /* RANK=01 and WORLD_SIZE=+2 mean what OMPI says, as torchrun's Python reads
+   * them: no "ignored" note for numbers that agree. */
+  const char *same[] = {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=2", "RANK=01", "WORLD_SIZE=+2", NULL};
+  const char *junk[] = {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=2", "RANK=1x", "WORLD_SIZE=2", NULL};
+  const char *slurm[] = {"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=2", "SLURM_PROCID=00", "SLURM_NTASKS=2",
+                         NULL};
+  dist_launch l;
+  detect_ok(same, DIST_LAUNCH_AUTO, &l);
+  CU_ASSERT_EQUAL(l.method, DIST_LAUNCH_OPENMPI);
+  CU_ASSERT_STRING_EQUAL(l.note, "");
+  detect_ok(slurm, DIST_LAUNCH_AUTO, &l);
+  CU_ASSERT_STRING_EQUAL(l.note, "");
+  /* Unparsable ignored values are noted, and parsing them quietly leaves the
+   * thread's last error alone. */
+  dist_set_error(DIST_ERR_INTERNAL, "%s", "marker");
+  detect_ok(junk, DIST_LAUNCH_AUTO, &l);
+  CU_ASSERT_EQUAL(l.method, DIST_LAUNCH_OPENMPI);
+  CU_ASSERT_TRUE(note_has(&l, "ENV variables ignored (rank 1x, size 2)"));
+  CU_ASSERT_STRING_EQUAL(dist_last_error(), "marker");
+}
+
+static void test_canonical_boundaries(void) {
+  /* The strict grammar still takes "0" and big plain numbers. */
+  const char *env[] = {"RANK=0", "WORLD_SIZE=10", "LOCAL_RANK=0", "LOCAL_WORLD_SIZE=10", "MASTER_PORT=10", NULL};
+  const char *slurm[] = {"SLURM_PROCID=10", "SLURM_NTASKS=100", "SLURM_STEP_ID=0", NULL};
+  dist_launch l;
+  detect_ok(env, DIST_LAUNCH_AUTO, &l);
+  expect_launch("zeros inside numbers", &l, DIST_LAUNCH_ENV, 0, 10, 0, 10, "", 10, 0, 0);
+  detect_ok(slurm, DIST_LAUNCH_AUTO, &l);
+  expect_launch("SLURM 10 of 100", &l, DIST_LAUNCH_SLURM, 10, 100, -1, -1, "", 0, 0, 1);
+}
+
 /* ---- forced method --------------------------------------------------------- */
 
 static void test_forced_slurm(void) {
@@ -380,11 +440,41 @@ static const bad_case BAD[] = {
     {"MASTER_PORT bad under SLURM", {"SLURM_PROCID=0", "SLURM_NTASKS=1", "SLURM_STEP_ID=0", "MASTER_PORT=-5"},
      DIST_LAUNCH_AUTO, "MASTER_PORT"},
     {"RANK without WORLD_SIZE", {"RANK=0"}, DIST_LAUNCH_AUTO, "WORLD_SIZE"},
-    {"WORLD_SIZE without RANK", {"WORLD_SIZE=2"}, DIST_LAUNCH_AUTO, "RANK"},
-    {"LOCAL_RANK is not RANK", {"LOCAL_RANK=0", "WORLD_SIZE=2"}, DIST_LAUNCH_AUTO, "RANK"},
+    {"WORLD_SIZE without RANK (forced)", {"WORLD_SIZE=2"}, DIST_LAUNCH_ENV, "RANK is missing"},
+    {"LOCAL_RANK is not RANK", {"LOCAL_RANK=0", "WORLD_SIZE=2"}, DIST_LAUNCH_ENV, "RANK is missing"},
+    /* Only canonical decimal integers: no whitespace of any kind, no '+',
+     * no leading zeros, no "-0". */
+    {"RANK leading newline", {"RANK=\n1", "WORLD_SIZE=2"}, DIST_LAUNCH_AUTO, "RANK='\\n1'"},
+    {"RANK leading CR", {"RANK=\r1", "WORLD_SIZE=2"}, DIST_LAUNCH_AUTO, "RANK='\\r1'"},
+    {"RANK leading VT", {"RANK=\v1", "WORLD_SIZE=2"}, DIST_LAUNCH_AUTO, "RANK='\\v1'"},
+    {"RANK leading FF", {"RANK=\f1", "WORLD_SIZE=2"}, DIST_LAUNCH_AUTO, "RANK='\\f1'"},
+    {"RANK leading tab", {"RANK=\t1", "WORLD_SIZE=2"}, DIST_LAUNCH_AUTO, "RANK='\\t1'"},
+    {"RANK trailing newline", {"RANK=1\n", "WORLD_SIZE=2"}, DIST_LAUNCH_AUTO, "RANK"},
+    {"RANK plus sign", {"RANK=+1", "WORLD_SIZE=2"}, DIST_LAUNCH_AUTO, "RANK='+1'"},
+    {"RANK minus zero", {"RANK=-0", "WORLD_SIZE=2"}, DIST_LAUNCH_AUTO, "RANK='-0'"},
+    {"RANK leading zeros", {"RANK=007", "WORLD_SIZE=8"}, DIST_LAUNCH_AUTO, "RANK='007'"},
+    {"RANK double zero", {"RANK=00", "WORLD_SIZE=8"}, DIST_LAUNCH_AUTO, "RANK='00'"},
+    {"WORLD_SIZE plus sign", {"RANK=0", "WORLD_SIZE=+2"}, DIST_LAUNCH_AUTO, "WORLD_SIZE='+2'"},
+    {"WORLD_SIZE leading zero", {"RANK=0", "WORLD_SIZE=02"}, DIST_LAUNCH_AUTO, "WORLD_SIZE='02'"},
+    {"WORLD_SIZE leading newline", {"RANK=0", "WORLD_SIZE=\n2"}, DIST_LAUNCH_AUTO, "WORLD_SIZE"},
+    {"LOCAL_RANK plus sign", {"RANK=0", "WORLD_SIZE=2", "LOCAL_RANK=+0"}, DIST_LAUNCH_AUTO, "LOCAL_RANK='+0'"},
+    {"LOCAL_WORLD_SIZE leading zero", {"RANK=0", "WORLD_SIZE=2", "LOCAL_WORLD_SIZE=01"}, DIST_LAUNCH_AUTO,
+     "LOCAL_WORLD_SIZE='01'"},
+    {"MASTER_PORT plus sign", {"RANK=0", "WORLD_SIZE=1", "MASTER_PORT=+80"}, DIST_LAUNCH_AUTO, "MASTER_PORT='+80'"},
+    {"MASTER_PORT leading zero", {"RANK=0", "WORLD_SIZE=1", "MASTER_PORT=080"}, DIST_LAUNCH_AUTO,
+     "MASTER_PORT='080'"},
+    {"MASTER_PORT leading FF", {"RANK=0", "WORLD_SIZE=1", "MASTER_PORT=\f80"}, DIST_LAUNCH_AUTO, "MASTER_PORT"},
+    {"OMPI rank minus zero", {"OMPI_COMM_WORLD_RANK=-0", "OMPI_COMM_WORLD_SIZE=2"}, DIST_LAUNCH_AUTO,
+     "OMPI_COMM_WORLD_RANK='-0'"},
+    {"PMI_SIZE leading CR", {"PMI_RANK=0", "PMI_SIZE=\r2"}, DIST_LAUNCH_AUTO, "PMI_SIZE"},
+    {"SLURM_PROCID leading zeros (batch)", {"SLURM_PROCID=00", "SLURM_NTASKS=2"}, DIST_LAUNCH_AUTO,
+     "SLURM_PROCID='00'"},
+    {"SLURM_NTASKS plus sign (step)", {"SLURM_PROCID=0", "SLURM_NTASKS=+2", "SLURM_STEP_ID=0"}, DIST_LAUNCH_AUTO,
+     "SLURM_NTASKS='+2'"},
+    {"SLURM_PROCID leading VT (forced)", {"SLURM_PROCID=\v0", "SLURM_NTASKS=1"}, DIST_LAUNCH_SLURM, "SLURM_PROCID"},
     /* Open MPI */
     {"OMPI rank without size", {"OMPI_COMM_WORLD_RANK=0"}, DIST_LAUNCH_AUTO, "OMPI_COMM_WORLD_SIZE"},
-    {"OMPI size without rank", {"OMPI_COMM_WORLD_SIZE=2"}, DIST_LAUNCH_AUTO, "OMPI_COMM_WORLD_RANK"},
+    {"OMPI size without rank (forced)", {"OMPI_COMM_WORLD_SIZE=2"}, DIST_LAUNCH_OPENMPI, "OMPI_COMM_WORLD_RANK"},
     {"OMPI rank non-numeric", {"OMPI_COMM_WORLD_RANK=abc", "OMPI_COMM_WORLD_SIZE=2"}, DIST_LAUNCH_AUTO,
      "OMPI_COMM_WORLD_RANK"},
     {"OMPI rank >= size", {"OMPI_COMM_WORLD_RANK=2", "OMPI_COMM_WORLD_SIZE=2"}, DIST_LAUNCH_AUTO,
@@ -400,7 +490,7 @@ static const bad_case BAD[] = {
      {"OMPI_COMM_WORLD_RANK=1x", "OMPI_COMM_WORLD_SIZE=2", "SLURM_PROCID=0", "SLURM_NTASKS=2"}, DIST_LAUNCH_AUTO,
      "OMPI_COMM_WORLD_RANK"},
     /* MPICH */
-    {"PMI_SIZE without PMI_RANK", {"PMI_SIZE=2"}, DIST_LAUNCH_AUTO, "PMI_RANK"},
+    {"PMI_SIZE without PMI_RANK (forced)", {"PMI_SIZE=2"}, DIST_LAUNCH_MPICH, "PMI_RANK"},
     {"PMI_RANK without PMI_SIZE", {"PMI_RANK=0"}, DIST_LAUNCH_AUTO, "PMI_SIZE"},
     {"PMI_SIZE non-numeric", {"PMI_RANK=0", "PMI_SIZE=abc"}, DIST_LAUNCH_AUTO, "PMI_SIZE"},
     {"MPI_LOCALRANKID negative", {"PMI_RANK=0", "PMI_SIZE=2", "MPI_LOCALRANKID=-1"}, DIST_LAUNCH_AUTO,
@@ -569,6 +659,9 @@ static CU_TestInfo precedence_tests[] = {
     {"salloc shell", test_salloc_shell},
     {"MASTER_ADDR over launch node", test_slurm_master_addr},
     {"launch node only for SLURM", test_launch_node_only_for_slurm},
+    {"a size variable alone marks nothing", test_size_alone_marks_nothing},
+    {"note compares values, quietly", test_note_compares_values},
+    {"canonical numbers accepted", test_canonical_boundaries},
     CU_TEST_INFO_NULL,
 };
 

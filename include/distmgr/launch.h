@@ -2,22 +2,27 @@
  * description. It makes no MPI call, so every launcher is testable with a
  * fake environment.
  *
- * Precedence when no method is forced (first match wins):
+ * A launcher is marked by its rank variable: a size variable alone
+ * (WORLD_SIZE left over in a shell, SLURM_NTASKS in an salloc shell) selects
+ * nothing. Precedence when no method is forced (first match wins):
  *   1. Open MPI   OMPI_COMM_WORLD_RANK present. Wins over SLURM_* (stale
  *                 SLURM_PROCID=0 when mpirun runs inside an sbatch allocation)
  *                 and over torchrun-style RANK/WORLD_SIZE.
  *   2. MPICH      PMI_RANK present (Hydra mpiexec, or srun --mpi=pmi2).
- *   3. ENV        RANK or WORLD_SIZE present (torchrun). torchrun inside an
- *                 sbatch/srun allocation is the inner launcher, so it wins
- *                 over SLURM_*.
+ *   3. ENV        RANK present (torchrun). torchrun inside an sbatch/srun
+ *                 allocation is the inner launcher, so it wins over SLURM_*.
  *   4. SLURM      SLURM_PROCID present. With SLURM_STEP_ID (an srun step) the
  *                 task's rank/size come from SLURM_PROCID/SLURM_NTASKS; without
  *                 it the process is an sbatch batch script: rank 0 of 1.
  *   5. SINGLE     none of the above: one process.
  * The MPI launchers come first because their variables are set per process by
  * the launcher that started this very process, and MPI_Init will agree with
- * them. When a lower-priority launcher's rank/size variables are also present
- * and disagree, detection still succeeds and records a note (see `note`). */
+ * them. When another launcher's rank or size variable is also set and does
+ * not mean the same rank and size, detection still succeeds and records a
+ * note (see `note`); so does a size variable passed over for SINGLE.
+ *
+ * Numbers are canonical decimal integers: digits only, "0" or without a
+ * leading zero; no '+', no white space of any kind. */
 #ifndef DISTMGR_LAUNCH_H
 #define DISTMGR_LAUNCH_H
 
@@ -46,15 +51,16 @@ typedef struct dist_launch {
   int master_port;                 /* 0 when the launcher does not say */
   int slurm_batch;             /* 1: SLURM batch script without an srun step */
   int mpi_can_join;            /* 1: MPI_Init of these processes forms this world */
-  char note[256];              /* why lower-priority variables were ignored, or "" */
+  char note[256];              /* why other launchers' variables were ignored, or "" */
 } dist_launch;
 
 /* Describe the launch from `env`, a NULL-terminated list of "NAME=value"
  * strings (as `environ`). `forced` = DIST_LAUNCH_AUTO applies the precedence
  * above; any other value reads only that launcher's variables. Malformed values
- * (non-numeric, negative, overflow, empty, rank >= size, local rank >= local
- * size, a required variable missing) return DIST_ERR_ENVIRONMENT naming the
- * variable and its value. `out` is written only on success. Pure; local. */
+ * (non-numeric, not canonical, negative, overflow, empty, rank >= size, local
+ * rank >= local size, a required variable missing) return DIST_ERR_ENVIRONMENT
+ * naming the variable and quoting its value. `out` is written only on
+ * success. Pure; local. */
 dist_status dist_launch_detect(const char *const *env, dist_launch_method forced, dist_launch *out);
 
 /* "SINGLE", "ENV", "SLURM", "OPENMPI", "MPICH" ("AUTO" for DIST_LAUNCH_AUTO). */
