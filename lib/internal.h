@@ -64,6 +64,12 @@ typedef struct dist__settings {
 #define DIST__DEVICE_CPU (-1)
 
 dist_status dist__settings_read(const char *const *env, dist__settings *out);
+/* One DIST_LOG_WARN line for each DIST_* name in `env` that is not a
+ * setting, with the closest setting's name when it is a likely typo. */
+void dist__settings_warn_unknown(const char *const *env);
+/* The setting name closest to `name` (edit distance, at most 3) into `out`;
+ * returns the distance, or -1 (and "") when none is that close. Pure. */
+int dist__settings_closest(const char *name, char *out, size_t n);
 
 /* Device choice from the DIST_DEVICE setting, the number of visible CUDA
  * devices and the local rank. Pure. */

@@ -1,6 +1,7 @@
 /* The DIST_* settings: one table of name, default, doc and parser. */
 #include "internal.h"
 
+#include <ctype.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,6 +133,83 @@ dist_status dist__settings_read(const char *const *env, dist__settings *out) {
   }
   *out = s;
   return DIST_SUCCESS;
+}
+
+/* Edit distance between a[0..la) and b[0..lb): insertions, deletions,
+ * substitutions and swaps of neighbours ("VERFIY"), letters compared without
+ * case. Names longer than 63 characters are too far from every setting. */
+#define NAME_MAX_CMP 63
+static int distance(const char *a, size_t la, const char *b, size_t lb) {
+  if (la > NAME_MAX_CMP || lb > NAME_MAX_CMP) return INT_MAX;
+  int rows[3][NAME_MAX_CMP + 1], *prev2 = rows[0], *prev = rows[1], *cur = rows[2];
+  for (size_t j = 0; j <= lb; j++) prev[j] = (int)j;
+  for (size_t i = 1; i <= la; i++) {
+    cur[0] = (int)i;
+    for (size_t j = 1; j <= lb; j++) {
+      int ca = toupper((unsigned char)a[i - 1]), cb = toupper((unsigned char)b[j - 1]);
+      int d = prev[j - 1] + (ca != cb);
+      if (prev[j] + 1 < d) d = prev[j] + 1;
+      if (cur[j - 1] + 1 < d) d = cur[j - 1] + 1;
+      if (i > 1 && j > 1 && ca == toupper((unsigned char)b[j - 2]) && toupper((unsigned char)a[i - 2]) == cb &&
+          prev2[j - 2] + 1 < d)
+        d = prev2[j - 2] + 1;
+      cur[j] = d;
+    }
+    int *t = prev2;
+    prev2 = prev;
+    prev = cur;
+    cur = t;
+  }
+  return prev[lb];
+}
+
+/* Closest setting to name[0..len) within distance 3: its index, or -1. */
+#define CLOSE_ENOUGH 3
+static int closest(const char *name, size_t len, int *dist) {
+  int best = -1, bestd = CLOSE_ENOUGH + 1;
+  for (int i = 0; i < NSETTINGS; i++) {
+    size_t lt = strlen(TABLE[i].info.name);
+    if ((len > lt ? len - lt : lt - len) > CLOSE_ENOUGH) continue;
+    int d = distance(name, len, TABLE[i].info.name, lt);
+    if (d < bestd) best = i, bestd = d;
+  }
+  *dist = bestd;
+  return best;
+}
+
+int dist__settings_closest(const char *name, char *out, size_t n) {
+  int d, i = name ? closest(name, strlen(name), &d) : -1;
+  if (out && n) snprintf(out, n, "%s", i >= 0 ? TABLE[i].info.name : "");
+  return i >= 0 ? d : -1;
+}
+
+void dist__settings_warn_unknown(const char *const *env) {
+  for (; env && *env; env++) {
+    const char *e = *env, *eq = strchr(e, '=');
+    if (strncmp(e, "DIST_", 5) != 0 || !eq) continue;
+    size_t len = (size_t)(eq - e);
+    int known = 0;
+    for (int i = 0; i < NSETTINGS && !known; i++)
+      known = strlen(TABLE[i].info.name) == len && strncmp(TABLE[i].info.name, e, len) == 0;
+    if (known) continue;
+    /* The name as printed: at most 64 characters, unprintable ones as '?'. */
+    char name[NAME_MAX_CMP + 2];
+    size_t k = 0;
+    for (; k < len && k <= NAME_MAX_CMP; k++) name[k] = e[k] > 32 && e[k] < 127 ? e[k] : '?';
+    name[k] = '\0';
+    int d, i = closest(e, len, &d);
+    if (i >= 0) {
+      dist_log(DIST_LOG_WARN, "%s%s is not a distmgr setting (did you mean %s?); see dist_settings_print", name,
+               k < len ? "..." : "", TABLE[i].info.name);
+    } else {
+      char list[512];
+      size_t o = 0;
+      for (int j = 0; j < NSETTINGS && o < sizeof list; j++)
+        o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", j ? ", " : "", TABLE[j].info.name);
+      dist_log(DIST_LOG_WARN, "%s%s is not a distmgr setting (known settings: %s); see dist_settings_print", name,
+               k < len ? "..." : "", list);
+    }
+  }
 }
 
 void dist_settings_print(FILE *out) {

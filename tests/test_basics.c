@@ -263,6 +263,84 @@ static void test_settings_print(void) {
   free(text);
 }
 
+static void capture(int fd, void (*fn)(void), char *out, size_t size);
+
+static void test_settings_closest(void) {
+  static const struct { const char *name, *want; int d; } cases[] = {
+      {"DIST_VERFIY", "DIST_VERIFY", 1},           /* two letters swapped */
+      {"DIST_VERIFY", "DIST_VERIFY", 0},           /* a setting is its own closest */
+      {"DIST_verify", "DIST_VERIFY", 0},           /* case does not count */
+      {"DIST_DEVICES", "DIST_DEVICE", 1},
+      {"DIST_LOGLEVEL", "DIST_LOG_LEVEL", 1},
+      {"DIST_RANK_PER_NODE", "DIST_RANKS_PER_NODE", 1},
+      {"DIST_MASTERPORT", "DIST_MASTER_PORT", 1},
+      {"DIST_TIMEOUTS", "DIST_TIMEOUT", 1},
+      {"DIST_INIT_METOD", "DIST_INIT_METHOD", 1},
+      {"DIST_CUDA_BAKCEND", "DIST_CUDA_BACKEND", 1},
+      {"DIST_DEV", "DIST_DEVICE", 3},
+      {"DIST_X", "", -1},                          /* nothing close */
+      {"DIST_UNKNOWN", "", -1},
+      {"DIST_DEBUG_EVERYTHING_PLEASE", "", -1},
+      {"", "", -1}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    unsigned before = CU_get_number_of_failures();
+    char out[64];
+    memset(out, 'z', sizeof out);
+    CU_ASSERT_EQUAL(dist__settings_closest(cases[i].name, out, sizeof out), cases[i].d);
+    CU_ASSERT_STRING_EQUAL(out, cases[i].want);
+    name_failure(before, cases[i].name);
+  }
+  /* A long name is compared, not overrun; a short buffer is cut, not overrun. */
+  char longname[4096], out[8];
+  memset(longname, 'D', sizeof longname - 1);
+  longname[sizeof longname - 1] = '\0';
+  CU_ASSERT_EQUAL(dist__settings_closest(longname, out, sizeof out), -1);
+  CU_ASSERT_EQUAL(dist__settings_closest("DIST_VERFIY", out, sizeof out), 1);
+  CU_ASSERT_STRING_EQUAL(out, "DIST_VE");
+  CU_ASSERT_EQUAL(dist__settings_closest(NULL, out, sizeof out), -1);
+  CU_ASSERT_EQUAL(dist__settings_closest("DIST_VERFIY", NULL, 0), 1);
+}
+
+static const char *const *warn_env;
+static void warn_unknown_now(void) { dist__settings_warn_unknown(warn_env); }
+
+static void test_settings_warn_unknown(void) {
+  static char longname[300];
+  memset(longname, 'Q', sizeof longname - 1);
+  memcpy(longname, "DIST_", 5);
+  longname[sizeof longname - 3] = '=';
+  const char *env[] = {"DIST_VERFIY=0", "DIST_VERIFY=1", "DIST_X=1", "PATH=/bin", "DIST_", "XDIST_VERFIY=1",
+                       "DIST_LOG_LEVEL=warn", "DIST_\x01\n=1", longname, NULL};
+  char text[8192];
+  dist_log_level level = dist_log_level_get();
+  dist_log_level_set(DIST_LOG_WARN);
+  warn_env = env;
+  capture(2, warn_unknown_now, text, sizeof text);
+  CU_ASSERT_PTR_NOT_NULL(strstr(text, "[distmgr WARN] DIST_VERFIY is not a distmgr setting (did you mean "
+                                      "DIST_VERIFY?); see dist_settings_print\n"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(text, "DIST_X is not a distmgr setting (known settings: DIST_INIT_METHOD, "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(text, "DIST_TIMEOUT); see dist_settings_print\n"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(text, "DIST_?? is not a distmgr setting"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(text, "DIST_QQQQ")); /* long names are cut */
+  CU_ASSERT_PTR_NULL(strstr(text, "QQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQ"));
+  CU_ASSERT_PTR_NULL(strstr(text, "DIST_VERIFY is not"));
+  CU_ASSERT_PTR_NULL(strstr(text, "DIST_LOG_LEVEL is not"));
+  CU_ASSERT_PTR_NULL(strstr(text, "XDIST"));
+  CU_ASSERT_PTR_NULL(strstr(text, "PATH"));
+  int lines = 0;
+  for (const char *p = text; (p = strchr(p, '\n')); p++) lines++;
+  CU_ASSERT_EQUAL(lines, 4); /* one per unknown name; "DIST_" without '=' is no variable */
+  /* Quiet below WARN, and no crash on an empty or NULL environment. */
+  dist_log_level_set(DIST_LOG_ERROR);
+  capture(2, warn_unknown_now, text, sizeof text);
+  CU_ASSERT_STRING_EQUAL(text, "");
+  dist_log_level_set(DIST_LOG_WARN);
+  warn_env = NULL;
+  capture(2, warn_unknown_now, text, sizeof text);
+  CU_ASSERT_STRING_EQUAL(text, "");
+  dist_log_level_set(level);
+}
+
 /* ---- device choice --------------------------------------------------------- */
 
 /* Choose, expecting success, and compare kind and index. */
@@ -526,6 +604,8 @@ static CU_TestInfo settings_tests[] = {
     {"table", test_settings_table},
     {"table entries are read", test_settings_table_is_read},
     {"print", test_settings_print},
+    {"closest setting name", test_settings_closest},
+    {"unknown DIST_ names warned", test_settings_warn_unknown},
     CU_TEST_INFO_NULL,
 };
 
