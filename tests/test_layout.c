@@ -165,8 +165,12 @@ static void test_errors(void) {
   ASSERT_MSG_HAS("does not divide 8");
   ASSERT_STATUS(dist__mesh_resolve(3, prod, 8, dims), DIST_ERR_GROUP_SIZE);
   ASSERT_MSG_HAS("multiply to 12");
-  ASSERT_STATUS(dist__layout_world(0, &w), DIST_ERR_INVALID_ARGUMENT);
   dist__layout_free(&w);
+  /* A failed call gets its own variable: dist__layout_world clears its
+   * output first, so reusing `w` before the free above leaked w's arrays. */
+  dist__layout none;
+  ASSERT_STATUS(dist__layout_world(0, &none), DIST_ERR_INVALID_ARGUMENT);
+  dist__layout_free(&none); /* cleared, so freeing is safe */
 }
 
 /* Copies of different sizes ("local" on uneven nodes) cannot be subdivided. */
