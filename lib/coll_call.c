@@ -5,15 +5,44 @@
 #include <string.h>
 
 #include "coll_call.h"
+#include "faults.h"
+#include "wait.h"
+
+/* An unknown group name: this rank cannot take part in the check of the
+ * group the others meant, so they learn of it through the fault channel
+ * (faults.h) instead of waiting for this rank. */
+static dist_status precheck_failed(dist_status s, const char *what, const char *group) {
+  char key[128] = {0};
+  int k = snprintf(key, sizeof key, "%s", what);
+  if (k >= 0 && (size_t)k + 1 < sizeof key) snprintf(key + k + 1, sizeof key - (size_t)k - 1, "%s", group ? group : "world");
+  dist__faults_announce(DIST__FAULT_PRECHECK, key, dist_last_error());
+  return s;
+}
+
+dist_status dist__call_lookup(dist__call *c, const char *what, const char *group) {
+  memset(c, 0, sizeof *c);
+  c->what = what;
+  DIST_CHECK(dist__require_initialized(what));
+  if (dist__group_find(group, &c->g)) return dist__error_context(DIST_ERR_UNKNOWN_GROUP, "%s", what);
+  if (c->g->comm == MPI_COMM_NULL)
+    return dist__error(DIST_ERR_NOT_MEMBER, "%s: this rank is not a member of group '%s'", what, c->g->name);
+  return DIST_SUCCESS;
+}
 
 dist_status dist__call_begin(dist__call *c, const char *what, const char *group) {
   memset(c, 0, sizeof *c);
   c->what = what;
   c->sig.dim = c->sig.op = c->sig.root = -1; /* "not used by this call" in messages */
+  snprintf(c->sig.kind, sizeof c->sig.kind, "%s", what);
   DIST_CHECK(dist__require_initialized(what));
-  if (dist__group_find(group, &c->g)) return dist__error_context(DIST_ERR_UNKNOWN_GROUP, "%s", what);
+  DIST_CHECK(dist__require_usable(what));
+  if (dist__group_find(group, &c->g))
+    return precheck_failed(dist__error_context(DIST_ERR_UNKNOWN_GROUP, "%s", what), what, group);
+  /* Not announced: the members know this rank is not one of them and do not wait for it. */
   if (c->g->comm == MPI_COMM_NULL)
     return dist__error(DIST_ERR_NOT_MEMBER, "%s: this rank is not a member of group '%s'", what, c->g->name);
+  dist__call_enter(what, c->g);
+  c->sig.seq = c->g->seq;
   return DIST_SUCCESS;
 }
 
@@ -42,6 +71,24 @@ dist_status dist__check_tensor(const dist__call *c, const dist_tensor *t, const 
     if (t->shape[i] < 0)
       return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: '%s' has a negative extent %lld in dimension %d", c->what,
                          name, (long long)t->shape[i], i);
+  /* Every count, offset and byte size of the call is a product of some of
+   * these extents: bound them all at once, in the widest form the tensor
+   * takes (16-bit floats are reduced in f32, a u8 average in i64). */
+  dist_dtype wide = dist__wire_type(t->dtype, DIST_AVG);
+  int64_t bytes = (int64_t)dist_dtype_size(wide);
+  int over = 0;
+  for (int i = 0; i < t->ndim; i++) over |= t->shape[i] && __builtin_mul_overflow(bytes, t->shape[i], &bytes);
+  if (over || (uint64_t)bytes > SIZE_MAX) {
+    char d[160];
+    dist__describe_shape(t, d, sizeof d);
+    if (dist_tensor_numel(t) < 0)
+      return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: '%s' has shape %s, whose element count overflows int64",
+                         c->what, name, d);
+    return dist__error(DIST_ERR_INVALID_ARGUMENT,
+                       "%s: '%s' has shape %s, whose size overflows: its extents (zeros left out) times %zu bytes "
+                       "per element%s exceed INT64_MAX",
+                       c->what, name, d, dist_dtype_size(wide), wide != t->dtype ? " (the type it is reduced in)" : "");
+  }
   if (!t->data && dist_tensor_numel(t) > 0)
     return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: '%s' has %lld elements but its data pointer is NULL", c->what,
                        name, (long long)dist_tensor_numel(t));
@@ -108,7 +155,10 @@ dist_status dist__check_sizes(const dist__call *c, const int64_t *sizes, const c
     if (sizes[r] < 0)
       return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: %s[%d] = %lld is negative", c->what, name, r,
                          (long long)sizes[r]);
-    s += sizes[r];
+    if (__builtin_add_overflow(s, sizes[r], &s))
+      return dist__error(DIST_ERR_INVALID_ARGUMENT,
+                         "%s: %s overflows: its entries add up to more than INT64_MAX (at %s[%d] = %lld)", c->what,
+                         name, name, r, (long long)sizes[r]);
   }
   *sum = s;
   return DIST_SUCCESS;
@@ -121,7 +171,7 @@ dist_status dist_coll_backend(const char *group, dist_memory memory, const char 
     return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: memory %d is neither DIST_MEM_HOST nor DIST_MEM_CUDA", what,
                        (int)memory);
   dist__call c;
-  DIST_CHECK(dist__call_begin(&c, what, group));
+  DIST_CHECK(dist__call_lookup(&c, what, group));
   DIST_CHECK(dist__call_backend(&c, memory));
   *name = c.be->name;
   return DIST_SUCCESS;

@@ -9,6 +9,8 @@
  * differ by design and are left out (zeroed); size arrays enter as a hash. */
 typedef struct dist__sig {
   int32_t dtype, memory, ndim, dim, op, root, aux, pad;
+  char kind[40]; /* the public call's name: a different collective is a mismatch */
+  uint64_t seq;  /* this call's number on its group: a skipped call is a mismatch at the next one */
   int64_t shape[DIST_TENSOR_MAX_DIMS];
   uint64_t sizes;
 } dist__sig;
@@ -26,8 +28,13 @@ typedef struct dist__call {
   void (*describe)(const dist__sig *s, char *buf, size_t n);
 } dist__call;
 
-/* Find the group and check membership (local; returns at once on error). */
+/* Find the group, check membership and number the call on its group.
+ * Local; an unknown group name cannot take part in the check of the group
+ * the other ranks meant, so it is also announced on the fault channel: they
+ * then fail instead of waiting for this rank. */
 dist_status dist__call_begin(dist__call *c, const char *what, const char *group);
+/* The lookup alone, for local queries: no numbering, no announcement. */
+dist_status dist__call_lookup(dist__call *c, const char *what, const char *group);
 
 /* Agree across the group on `local` (this rank's validation result) and on
  * the signature; returns the same status on every rank, naming the rank that

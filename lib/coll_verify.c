@@ -33,6 +33,15 @@ static void describe_sig(const dist__sig *s, char *buf, size_t n) {
   if (s->root >= 0 && k < n) snprintf(buf + k, n - k, " root %d", s->root);
 }
 
+/* "dist_all_gather (call #5 on this group) with f32[4,3] dim 0". */
+static void describe_call(const dist__call *c, const dist__sig *s, char *buf, size_t n) {
+  char kind[sizeof s->kind + 1], rest[200];
+  memcpy(kind, s->kind, sizeof s->kind);
+  kind[sizeof s->kind] = 0;
+  (c->describe ? c->describe : describe_sig)(s, rest, sizeof rest);
+  snprintf(buf, n, "%s (call #%llu on this group) with %s", kind, (unsigned long long)s->seq, rest);
+}
+
 /* Error path only: find the first rank whose signature differs from rank 0's. */
 static dist_status mismatch(dist__call *c) {
   int P = c->g->size;
@@ -42,10 +51,9 @@ static dist_status mismatch(dist__call *c) {
   MPI_Allgather(&c->sig, (int)sizeof c->sig, MPI_BYTE, all, (int)sizeof c->sig, MPI_BYTE, c->g->comm);
   int who = 1;
   while (who < P - 1 && memcmp(&all[who], &all[0], sizeof *all) == 0) who++;
-  char a[200], b[200];
-  void (*describe)(const dist__sig *, char *, size_t) = c->describe ? c->describe : describe_sig;
-  describe(&all[0], a, sizeof a);
-  describe(&all[who], b, sizeof b);
+  char a[300], b[300];
+  describe_call(c, &all[0], a, sizeof a);
+  describe_call(c, &all[who], b, sizeof b);
   const char *extra = memcmp(&all[who], &all[0], offsetof(dist__sig, sizes)) == 0 ? " (their size arrays differ)" : "";
   free(all);
   return dist__error(DIST_ERR_MISMATCH, "%s: rank %d of group '%s' disagrees with rank 0: %s vs %s%s", c->what, who,
@@ -94,31 +102,6 @@ static dist_status exchange_mismatch(dist__call *c) {
                      c->what, send, c->g->name, (long long)sum[0], recv, (long long)sum[1], send);
 }
 
-/* The verification reduction: MAX over (failure, hash, ~hash), SUM over the
- * all-to-all balance, as one user-defined op on 4 words. */
-static void verify_op(void *in, void *inout, int *len, MPI_Datatype *type) {
-  const uint64_t *a = in;
-  uint64_t *b = inout;
-  for (int i = 0; i < *len; i++, a += 4, b += 4) {
-    for (int k = 0; k < 3; k++)
-      if ((int64_t)a[k] > (int64_t)b[k]) b[k] = a[k];
-    b[3] += a[3];
-  }
-}
-
-static dist_status verify_handles(MPI_Op *op, MPI_Datatype *type) {
-  static MPI_Op vop = MPI_OP_NULL;
-  static MPI_Datatype vtype = MPI_DATATYPE_NULL;
-  if (vop == MPI_OP_NULL) { /* local calls, made once; MPI_Finalize releases them */
-    if (MPI_Type_contiguous(4, MPI_UINT64_T, &vtype) != MPI_SUCCESS || MPI_Type_commit(&vtype) != MPI_SUCCESS ||
-        MPI_Op_create(verify_op, 1, &vop) != MPI_SUCCESS)
-      return dist__error(DIST_ERR_MPI, "creating the verification reduction failed");
-  }
-  *op = vop;
-  *type = vtype;
-  return DIST_SUCCESS;
-}
-
 dist_status dist__call_ready(dist__call *c, dist_status s) {
   if (!dist__state.settings.verify || c->g->size == 1) return s;
   return dist__agree(c->g->comm, s, c->what);
@@ -131,28 +114,13 @@ dist_status dist__call_verify(dist__call *c, dist_status local) {
 
 dist_status dist__call_verify_always(dist__call *c, dist_status local) {
   if (c->g->size == 1) return local;
-  uint64_t h = local ? 0 : dist__hash(DIST__HASH_SEED, &c->sig, sizeof c->sig);
-  int64_t in[4], out[4];
-  MPI_Op op = MPI_OP_NULL;
-  MPI_Datatype type = MPI_DATATYPE_NULL;
-  DIST_CHECK(verify_handles(&op, &type));
-  /* MAX over (failing code, lowest rank) packed in one word, and over h and
-   * ~h: all hashes are equal iff both maxima equal this rank's values. */
-  in[0] = local ? ((int64_t)(-local) << 32) | (int64_t)(0x7FFFFFFF - c->g->rank) : 0;
-  in[1] = (int64_t)h;
-  in[2] = ~(int64_t)h;
-  in[3] = local ? 0 : (int64_t)c->balance;
-  int rc = MPI_Allreduce(in, out, 1, type, op, c->g->comm);
-  if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Allreduce (argument check)");
-  if (out[0]) {
-    if (local) return local; /* keep this rank's own message */
-    dist_status code = (dist_status)(-(out[0] >> 32));
-    int who = 0x7FFFFFFF - (int)(out[0] & 0xFFFFFFFF);
-    return dist__error(code, "%s: rank %d of group '%s' rejected its arguments (%s); see its message", c->what, who,
-                       c->g->name, dist_status_string(code));
-  }
-  if (out[1] != in[1] || out[2] != in[2]) return mismatch(c);
-  if (out[3] != 0) return exchange_mismatch(c); /* same on every rank: a sum */
+  dist__round r = dist__round_init(c->g->comm, local, dist__hash(DIST__HASH_SEED, &c->sig, sizeof c->sig));
+  r.in[3] = local ? 0 : (int64_t)c->balance;
+  DIST_CHECK(dist__round_run(c->g->comm, &r, "MPI_Iallreduce (argument check)"));
+  char where[160];
+  snprintf(where, sizeof where, " on group '%s' (call #%llu)", c->g->name, (unsigned long long)c->sig.seq);
+  DIST_CHECK(dist__round_failure(c->g->comm, &r, local, c->what, where));
+  if (dist__round_hash_differs(&r)) return mismatch(c);
+  if (r.out[3] != 0) return exchange_mismatch(c); /* same on every rank: a sum */
   return DIST_SUCCESS;
 }
-

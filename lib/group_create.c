@@ -2,10 +2,11 @@
  * Each creation checks call order across ranks first (one all-reduce of a
  * hash of its arguments), then validates identically on every rank, so an
  * error is returned by all ranks alike and nobody waits in MPI_Comm_split. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "state.h"
+#include "coll_call.h"
 
 #define TREE_MAX_NODES 1024
 #define TREE_MAX_DEPTH 32
@@ -15,9 +16,25 @@ static uint64_t hash_str(uint64_t h, const char *s) {
 }
 static uint64_t hash_int(uint64_t h, int v) { return dist__hash(h, &v, sizeof v); }
 
+static void describe_args(const dist__sig *s, char *buf, size_t n) {
+  snprintf(buf, n, "arguments #%016llx", (unsigned long long)s->sizes);
+}
+
+/* A creation is a collective call on the world: numbered and checked like
+ * the others (same creation, same arguments, same position on every rank). */
 static dist_status begin(const char *what, uint64_t hash) {
-  DIST_CHECK(dist__require_initialized(what));
-  return dist__agree_hash(dist__state.world, hash, what);
+  dist__call c;
+  DIST_CHECK(dist__call_begin(&c, what, NULL));
+  c.sig.sizes = hash;
+  c.describe = describe_args;
+  dist_status s = dist__call_verify_always(&c, DIST_SUCCESS);
+  if (s == DIST_ERR_MISMATCH) {
+    char msg[768];
+    snprintf(msg, sizeof msg, "%s", dist_last_error());
+    return dist__error(s, "%s (creations are collective over the world: the same arguments in the same order on "
+                          "every rank)", msg);
+  }
+  return s;
 }
 
 

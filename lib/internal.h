@@ -16,6 +16,10 @@ dist_status dist__error(dist_status status, const char *fmt, ...) __attribute__(
  * and return `status`. */
 dist_status dist__error_context(dist_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Is `code` one of the dist_status values? Decoded codes from other ranks
+ * are checked with it before use. */
+int dist__status_valid(long code);
+
 /* Return on failure: DIST_CHECK(call) passes the code up. */
 #define DIST_CHECK(call)                    \
   do {                                      \

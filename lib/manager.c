@@ -5,25 +5,52 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <time.h>
+
+#include "board.h"
+#include "coll_call.h"
+#include "faults.h"
 #include "half_ops.h"
-#include "state.h"
+#include "wait.h"
 
 extern char **environ;
 
 dist__manager dist__state;
 static int atexit_registered;
+static int finalized_once; /* to tell "before initialize" from "after finalize" */
 
 dist_status dist__require_initialized(const char *what) {
   if (dist__state.initialized) return DIST_SUCCESS;
+  if (finalized_once)
+    return dist__error(DIST_ERR_NOT_INITIALIZED,
+                       "%s called after dist_manager_finalize() (call dist_manager_initialize() again first)", what);
   return dist__error(DIST_ERR_NOT_INITIALIZED, "%s called before dist_manager_initialize()", what);
+}
+
+dist_status dist__require_usable(const char *what) {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized)
+    return dist__error(DIST_ERR_UNSUPPORTED,
+                       "%s: MPI was finalized (MPI_Finalize before dist_manager_finalize?): distmgr cannot "
+                       "communicate any more",
+                       what);
+  if (!dist__state.broken) return DIST_SUCCESS;
+  return dist__error(DIST_ERR_ABORTED,
+                     "%s: distmgr stopped on this rank after an earlier failure (%s); the job cannot continue: "
+                     "exit (distmgr then ends the job with MPI_Abort)",
+                     what, dist__state.broken_msg);
 }
 
 static const int MPI_LEVELS[] = {MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED, MPI_THREAD_SERIALIZED, MPI_THREAD_MULTIPLE};
 
-/* Release everything; MPI itself only at exit (see manager.h). */
-static void release_state(void) {
+/* Release everything; MPI itself only at exit (see manager.h). `orderly`:
+ * every rank is here too (collective frees allowed). */
+static void release_state(int orderly) {
   dist__manager *m = &dist__state;
   int finalized = 0;
+  dist__board_close(orderly);
+  dist__faults_close();
   dist__groups_free();
   dist__half_ops_free();
   free(m->device_keys);
@@ -35,11 +62,35 @@ static void release_state(void) {
   dist__log_set_rank(-1, -1);
 }
 
+/* A distributed run that ends without a successful dist_manager_finalize
+ * must not finalize MPI collectively: the other ranks may be waiting for
+ * this one in a collective and MPI_Finalize would leave them there (or wait
+ * for them) forever. Tell them on the fault channel, give their waits a
+ * moment to report it, and end the job. */
+static void end_job(void) {
+  dist__manager *m = &dist__state;
+  char msg[1024];
+  if (m->broken)
+    snprintf(msg, sizeof msg, "rank %d of %d is exiting after a failure (%s); ending the job with MPI_Abort", m->rank,
+             m->size, m->broken_msg);
+  else
+    snprintf(msg, sizeof msg,
+             "rank %d of %d exited without calling dist_manager_finalize(); ending the job with MPI_Abort (the other "
+             "ranks could be waiting for it in a collective)",
+             m->rank, m->size);
+  fprintf(stderr, "distmgr: %s\n", msg);
+  fflush(stderr);
+  dist__faults_announce(DIST__FAULT_EXIT, NULL, msg);
+  nanosleep(&(struct timespec){0, 300000000}, NULL);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
 static void at_exit(void) {
   int inited = 0, finalized = 0;
-  if (dist__state.initialized) release_state();
   MPI_Initialized(&inited);
   MPI_Finalized(&finalized);
+  if (dist__state.initialized && dist__state.mpi_ours && dist__state.size > 1 && inited && !finalized) end_job();
+  if (dist__state.initialized) release_state(1);
   if (dist__state.mpi_ours && inited && !finalized) MPI_Finalize();
 }
 
@@ -161,12 +212,17 @@ static void log_settings(void) {
            dist_launch_method_name(s->init_method), (int)s->log_level, s->device, s->ranks_per_node, s->master_port);
 }
 
-/* Steps before MPI: settings and launch detection, purely local. */
-static dist_status detect(const dist_init_options *o) {
+/* Steps before MPI: settings, then launch detection, purely local. */
+static dist_status read_settings(void) {
   dist__manager *m = &dist__state;
   DIST_CHECK(dist__settings_read((const char *const *)environ, &m->settings));
   dist_log_level_set(m->settings.log_level);
   log_settings();
+  return DIST_SUCCESS;
+}
+
+static dist_status detect(const dist_init_options *o) {
+  dist__manager *m = &dist__state;
   dist_launch_method forced = o->method != DIST_LAUNCH_AUTO ? o->method : m->settings.init_method;
   DIST_CHECK(dist_launch_detect((const char *const *)environ, forced, &m->launch));
   if (m->launch.note[0]) dist_log(DIST_LOG_INFO, "%s", m->launch.note);
@@ -195,21 +251,26 @@ static dist_status initialize(MPI_Comm adopt, const dist_init_options *options) 
   int mpi_ours = m->mpi_ours; /* survives re-initialization */
   memset(m, 0, sizeof *m);
   m->mpi_ours = mpi_ours;
-  m->world = MPI_COMM_NULL;
+  m->world = m->faults = MPI_COMM_NULL;
   /* Detection is local and may fail on one rank only (one malformed
    * variable). MPI_Init is safe under any launcher, so join MPI first and let
    * all ranks agree on the outcome: nobody is left waiting in a collective. */
-  dist_status detected = detect(&o);
+  dist_status read = read_settings();
+  dist_status detected = read ? DIST_SUCCESS : detect(&o);
   DIST_CHECK(start_mpi(adopt, o.thread_level));
-  dist_status s = dist__agree(m->world, detected, "launch detection");
+  dist_status s = dist__agree(m->world, read, "reading the DIST_* settings");
+  if (!s) s = dist__settings_agree();
+  if (!s) s = dist__agree(m->world, detected, "launch detection");
   if (!s) s = dist__agree(m->world, check_launcher_world(), "checking the launcher against MPI");
   if (!s) s = resolve_nb_allreduce();
   if (!s) s = dist__topology_setup();
   if (!s) s = dist__agree(m->world, choose_device(), "selecting the device");
   if (!s) s = share_device_keys();
   if (!s) s = find_master();
+  if (!s) s = dist__faults_open();
+  if (!s) s = dist__board_open();
   if (s) {
-    release_state();
+    release_state(0);
     return s;
   }
   dist__log_set_rank(m->rank, m->size);
@@ -231,12 +292,20 @@ dist_status dist_manager_initialize_comm(MPI_Comm world, const dist_init_options
 }
 
 dist_status dist_manager_finalize(void) {
-  DIST_CHECK(dist__require_initialized("dist_manager_finalize"));
-  /* A barrier makes finalize collective: no rank frees communicators another
-   * rank is still using in a collective. */
-  int rc = MPI_Barrier(dist__state.world);
-  release_state();
-  if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Barrier (finalize)");
+  const char *what = "dist_manager_finalize";
+  DIST_CHECK(dist__require_initialized(what));
+  dist__call c;
+  /* After a failure the communicators may be in use by abandoned requests:
+   * nothing collective any more; the job ends at exit (end_job). */
+  DIST_CHECK(dist__call_begin(&c, what, NULL));
+  /* Ranks waiting for this one in a collective elsewhere fail instead of hanging. */
+  dist__faults_announce(DIST__FAULT_FINALIZE, NULL, "dist_manager_finalize");
+  /* Finalize is collective: the check round (always made) doubles as the
+   * barrier that keeps a rank from freeing what another is still using. */
+  dist_status s = dist__call_verify_always(&c, DIST_SUCCESS);
+  if (s) return dist__break(s);
+  release_state(1);
+  finalized_once = 1;
   return DIST_SUCCESS;
 }
 

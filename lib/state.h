@@ -20,7 +20,15 @@ typedef struct dist__group {
   MPI_Comm comm;       /* MPI_COMM_NULL if not a member */
   void *nccl;          /* ncclComm_t, created at the first device collective */
   int cuda_backend;    /* 0 until a device collective picks one: DIST__CUDA_NCCL or _STAGED */
+  uint64_t seq;        /* collective calls begun on this group by this rank */
 } dist__group;
+
+/* The collective this rank is in (for waits: messages, fault checks). */
+typedef struct dist__current {
+  const char *what;
+  struct dist__group *g;
+  uint64_t seq;
+} dist__current;
 
 typedef struct dist__manager {
   int initialized;
@@ -37,6 +45,12 @@ typedef struct dist__manager {
   dist__group **groups; /* each group allocated once: names handed out stay valid until finalize */
   int ngroups, capacity;
   size_t nb_allreduce_min; /* DIST_NB_ALLREDUCE_MIN resolved at start: SIZE_MAX = never */
+  dist__current cur;
+  MPI_Comm faults;     /* the fault channel (faults.c): a duplicate of world */
+  int broken;          /* a wait was abandoned: communicators are unusable; the job must end */
+  char broken_msg[768];
+  int finalize_called; /* dist_manager_finalize ran at least once since MPI_Init */
+  void *board;         /* progress board for DIST_TIMEOUT (board.c), NULL when off */
 } dist__manager;
 
 extern dist__manager dist__state;
@@ -61,6 +75,20 @@ dist_status dist__agree_hash(MPI_Comm comm, uint64_t hash, const char *what);
  * without a message: the caller writes one naming what differs. */
 dist_status dist__agree_status_hash(MPI_Comm comm, dist_status mine, uint64_t hash, const char *what);
 uint64_t dist__hash(uint64_t h, const void *data, size_t n);
+
+/* The one control round behind all of the above and the verification of
+ * collectives: an all-reduce of four words (failure, hash, ~hash, balance),
+ * waited for by dist__wait (fault channel and DIST_TIMEOUT observed). */
+typedef struct dist__round {
+  int64_t in[4], out[4];
+} dist__round;
+dist__round dist__round_init(MPI_Comm comm, dist_status local, uint64_t hash);
+dist_status dist__round_run(MPI_Comm comm, dist__round *r, const char *call);
+/* After a run: DIST_SUCCESS if no rank failed; else `local` (this rank's own
+ * message) or an error naming the failing rank, its code range-checked. */
+dist_status dist__round_failure(MPI_Comm comm, const dist__round *r, dist_status local, const char *what,
+                                const char *where);
+int dist__round_hash_differs(const dist__round *r);
 #define DIST__HASH_SEED 1469598103934665603ULL
 
 /* Group table. */
@@ -75,5 +103,9 @@ void dist__groups_free(void);
  * against the launcher's local values; fills rank/size/local/node fields and
  * creates "world", "local", "cross" and "self". Collective over the world. */
 dist_status dist__topology_setup(void);
+
+/* The settings that must match on every rank do (settings_agree.c).
+ * Collective over the world. */
+dist_status dist__settings_agree(void);
 
 #endif

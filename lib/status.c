@@ -18,6 +18,16 @@ const char *dist_status_string(dist_status status) {
   return "unknown status";
 }
 
+int dist__status_valid(long code) {
+  switch (code) {
+#define DIST__STATUS_VALID(name, value, text) case value:
+    DIST_STATUS_MAP(DIST__STATUS_VALID)
+#undef DIST__STATUS_VALID
+    return 1;
+  }
+  return 0;
+}
+
 const char *dist_last_error(void) { return last_error; }
 
 /* Record the message as this thread's last error; both entry points below. */

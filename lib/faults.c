@@ -1,0 +1,146 @@
+/* The fault channel (see faults.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "faults.h"
+
+#define TAG 0x0fa7
+#define GROUPS 128  /* call counts carried per notice; groups beyond count as "not arrived" */
+#define KEYS 256    /* PRECHECK failures remembered for matching */
+#define OUTBOX 16   /* send buffers, reused in turn: a notice is long delivered when its slot comes round */
+
+typedef struct notice {
+  int32_t type, rank, ngroups;
+  int32_t occurrence; /* PRECHECK: how many times the sender has failed with this key */
+  uint64_t arrived[GROUPS];
+  char key[128];  /* PRECHECK: "call\0group" */
+  char text[512]; /* the sender's own message */
+} notice;
+
+static notice outbox[OUTBOX]; /* buffers of sends never waited for */
+static int nout;
+static notice **inbox;        /* [world rank * TYPES + type]: the latest notice of each kind */
+static struct { char key[128]; int count; } keys[KEYS]; /* this rank's own PRECHECK failures */
+static int nkeys;
+static int open_; /* m->faults is valid (it is 0, not MPI_COMM_NULL, in a zeroed state) */
+
+dist_status dist__faults_open(void) {
+  dist__manager *m = &dist__state;
+  inbox = calloc((size_t)m->size * DIST__FAULT_TYPES, sizeof *inbox);
+  dist_status s = inbox ? DIST_SUCCESS : dist__error(DIST_ERR_NO_MEMORY, "fault channel for %d ranks", m->size);
+  DIST_CHECK(dist__agree(m->world, s, "opening the fault channel"));
+  int rc = MPI_Comm_dup(m->world, &m->faults);
+  if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Comm_dup (fault channel)");
+  MPI_Comm_set_errhandler(m->faults, MPI_ERRORS_RETURN);
+  nkeys = 0;
+  open_ = 1;
+  return DIST_SUCCESS;
+}
+
+void dist__faults_close(void) {
+  dist__manager *m = &dist__state;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  /* Notices nobody received stay in MPI's queues; freeing the communicator
+   * is local for MPI and completes once they are gone. */
+  if (open_ && !finalized) MPI_Comm_free(&m->faults);
+  m->faults = MPI_COMM_NULL;
+  open_ = 0;
+  if (inbox)
+    for (int i = 0; i < m->size * DIST__FAULT_TYPES; i++) free(inbox[i]);
+  free(inbox);
+  inbox = NULL;
+}
+
+static void fill_arrived(notice *n) {
+  dist__manager *m = &dist__state;
+  n->ngroups = m->ngroups < GROUPS ? m->ngroups : GROUPS;
+  for (int i = 0; i < n->ngroups; i++) n->arrived[i] = m->groups[i]->seq;
+}
+
+void dist__faults_announce(dist__fault_type type, const char *key, const char *text) {
+  dist__manager *m = &dist__state;
+  if (!open_ || m->size == 1) return;
+  notice *n = &outbox[nout++ % OUTBOX];
+  memset(n, 0, sizeof *n);
+  n->type = type;
+  n->rank = m->rank;
+  fill_arrived(n);
+  if (type == DIST__FAULT_PRECHECK && key) {
+    memcpy(n->key, key, sizeof n->key);
+    int i = 0;
+    while (i < nkeys && memcmp(keys[i].key, key, sizeof n->key) != 0) i++;
+    if (i == nkeys && nkeys < KEYS) memcpy(keys[nkeys++].key, key, sizeof n->key);
+    if (i < nkeys) n->occurrence = ++keys[i].count;
+  }
+  snprintf(n->text, sizeof n->text, "%s", text ? text : "");
+  for (int r = 0; r < m->size; r++) {
+    MPI_Request q;
+    if (r != m->rank && MPI_Isend(n, (int)sizeof *n, MPI_BYTE, r, TAG, m->faults, &q) == MPI_SUCCESS)
+      MPI_Request_free(&q); /* small and eager; the buffer stays valid until exit */
+  }
+}
+
+static void receive(void) {
+  dist__manager *m = &dist__state;
+  for (;;) {
+    int flag = 0;
+    MPI_Status st;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, TAG, m->faults, &flag, &st) != MPI_SUCCESS || !flag) return;
+    notice *n = malloc(sizeof *n), dummy;
+    int count = 0;
+    MPI_Get_count(&st, MPI_BYTE, &count);
+    if (MPI_Recv(n ? n : &dummy, (int)sizeof *n, MPI_BYTE, st.MPI_SOURCE, TAG, m->faults, MPI_STATUS_IGNORE) !=
+            MPI_SUCCESS ||
+        !n || count != (int)sizeof *n || n->type < 0 || n->type >= DIST__FAULT_TYPES || n->rank != st.MPI_SOURCE ||
+        n->ngroups < 0 || n->ngroups > GROUPS) {
+      free(n); /* not a notice of this build: ignored */
+      continue;
+    }
+    n->key[sizeof n->key - 1] = n->text[sizeof n->text - 1] = 0;
+    notice **slot = &inbox[st.MPI_SOURCE * DIST__FAULT_TYPES + n->type];
+    free(*slot);
+    *slot = n;
+  }
+}
+
+/* Has this rank failed the same call on the same group as often (a
+ * consistent error, which every rank returned: nobody waits for anybody)? */
+static int same_precheck(const notice *n) {
+  for (int i = 0; i < nkeys; i++)
+    if (memcmp(keys[i].key, n->key, sizeof n->key) == 0) return n->occurrence > 0 && keys[i].count >= n->occurrence;
+  return 0;
+}
+
+static const char *why(const notice *n) {
+  switch (n->type) {
+    case DIST__FAULT_PRECHECK: return "it rejected the call before its group could check it";
+    case DIST__FAULT_FINALIZE: return "it called dist_manager_finalize";
+    case DIST__FAULT_EXIT: return "it exited without calling dist_manager_finalize";
+    default: return "it gave up an earlier wait";
+  }
+}
+
+dist_status dist__faults_check(void) {
+  dist__manager *m = &dist__state;
+  const dist__current *c = &m->cur;
+  if (!open_ || !inbox) return DIST_SUCCESS;
+  receive();
+  if (!c->g || !c->g->members) return DIST_SUCCESS;
+  for (int i = 0; i < c->g->size; i++) {
+    int r = c->g->members[i];
+    for (int t = 0; r != m->rank && t < DIST__FAULT_TYPES; t++) {
+      const notice *n = inbox[r * DIST__FAULT_TYPES + t];
+      if (!n || (t == DIST__FAULT_PRECHECK && same_precheck(n))) continue;
+      uint64_t arrived = c->g->index < n->ngroups ? n->arrived[c->g->index] : 0;
+      if (arrived >= c->seq) continue; /* it took part in this call already */
+      return dist__error(DIST_ERR_ABORTED,
+                         "%s on group '%s' (call #%llu) cannot complete: rank %d will not take part: %s after "
+                         "%llu call(s) on this group (its message: %s)",
+                         c->what, c->g->name, (unsigned long long)c->seq, r, why(n), (unsigned long long)arrived,
+                         n->text[0] ? n->text : "none");
+    }
+  }
+  return DIST_SUCCESS;
+}
