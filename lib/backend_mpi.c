@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "backend.h"
+#include "wait.h"
 
 static MPI_Datatype mpi_type(dist_dtype t) {
   switch (t) {
@@ -63,6 +64,16 @@ static dist_status int_arrays(int n, int k, const size_t *const *in, int **out) 
 
 static dist_status done(int rc, const char *call) { return rc == MPI_SUCCESS ? DIST_SUCCESS : dist__mpi_error(rc, call); }
 
+/* A non-blocking call and its wait (DIST_TIMEOUT: the wait is bounded). */
+static dist_status waited(int rc, MPI_Request *q, const char *call) {
+  return rc == MPI_SUCCESS ? dist__wait(q, call, DIST__WAIT_DATA) : dist__mpi_error(rc, call);
+}
+
+/* With DIST_TIMEOUT set, every blocking call runs as its non-blocking form
+ * plus a bounded wait; otherwise as the blocking call itself. */
+#define BLOCKING(blocking, nonblocking, ...)                                                            \
+  (dist__wait_polled() ? waited(nonblocking(__VA_ARGS__, &q_), &q_, #nonblocking) : done(blocking(__VA_ARGS__), #blocking))
+
 static dist_status all_reduce(dist__group *g, const void *send, void *recv, size_t count, dist_dtype t,
                               dist_reduce_op op, dist__pending *p) {
   int n = 0;
@@ -71,11 +82,10 @@ static dist_status all_reduce(dist__group *g, const void *send, void *recv, size
   if (!p && count * dist_dtype_size(t) >= dist__state.nb_allreduce_min) {
     /* Large: libnbc's Rabenseifner beats the blocking path's choice (manager.c). */
     MPI_Request r;
-    int rc = MPI_Iallreduce(s, recv, n, mpi_type(t), mpi_op(op), g->comm, &r);
-    if (rc == MPI_SUCCESS) rc = MPI_Wait(&r, MPI_STATUS_IGNORE);
-    return done(rc, "MPI_Iallreduce + MPI_Wait");
+    return waited(MPI_Iallreduce(s, recv, n, mpi_type(t), mpi_op(op), g->comm, &r), &r, "MPI_Iallreduce");
   }
-  if (!p) return done(MPI_Allreduce(s, recv, n, mpi_type(t), mpi_op(op), g->comm), "MPI_Allreduce");
+  MPI_Request q_;
+  if (!p) return BLOCKING(MPI_Allreduce, MPI_Iallreduce, s, recv, n, mpi_type(t), mpi_op(op), g->comm);
   p->state = NULL;
   return done(MPI_Iallreduce(s, recv, n, mpi_type(t), mpi_op(op), g->comm, &p->mpi), "MPI_Iallreduce");
 }
@@ -83,7 +93,8 @@ static dist_status all_reduce(dist__group *g, const void *send, void *recv, size
 static dist_status broadcast(dist__group *g, void *buf, size_t count, dist_dtype t, int root) {
   int n = 0;
   DIST_CHECK(count_int(count, &n));
-  return done(MPI_Bcast(buf, n, mpi_type(t), root, g->comm), "MPI_Bcast");
+  MPI_Request q_;
+  return BLOCKING(MPI_Bcast, MPI_Ibcast, buf, n, mpi_type(t), root, g->comm);
 }
 
 static dist_status reduce(dist__group *g, const void *send, void *recv, size_t count, dist_dtype t, dist_reduce_op op,
@@ -91,7 +102,8 @@ static dist_status reduce(dist__group *g, const void *send, void *recv, size_t c
   int n = 0;
   DIST_CHECK(count_int(count, &n));
   const void *s = send == recv && g->rank == root ? MPI_IN_PLACE : send;
-  return done(MPI_Reduce(s, recv, n, mpi_type(t), mpi_op(op), root, g->comm), "MPI_Reduce");
+  MPI_Request q_;
+  return BLOCKING(MPI_Reduce, MPI_Ireduce, s, recv, n, mpi_type(t), mpi_op(op), root, g->comm);
 }
 
 static dist_status all_gather_v(dist__group *g, const void *send, void *recv, const size_t *counts,
@@ -105,9 +117,11 @@ static dist_status all_gather_v(dist__group *g, const void *send, void *recv, co
     if (rc != MPI_SUCCESS) free(v), p->state = NULL;
     return done(rc, "MPI_Iallgatherv");
   }
-  rc = MPI_Allgatherv(send, v[g->rank], mpi_type(t), recv, v, v + P, mpi_type(t), g->comm);
-  free(v);
-  return done(rc, "MPI_Allgatherv");
+  MPI_Request q_;
+  dist_status st = BLOCKING(MPI_Allgatherv, MPI_Iallgatherv, send, v[g->rank], mpi_type(t), recv, v, v + P, mpi_type(t),
+                            g->comm);
+  if (!dist__state.broken) free(v);
+  return st;
 }
 
 static dist_status reduce_scatter_v(dist__group *g, const void *send, void *recv, const size_t *counts,
@@ -115,27 +129,32 @@ static dist_status reduce_scatter_v(dist__group *g, const void *send, void *recv
   int *v;
   DIST_CHECK(INT_ARRAYS(g, v, counts, displs));
   /* Chunks are consecutive (displs are prefix sums), as MPI_Reduce_scatter wants. */
-  int rc = MPI_Reduce_scatter(send, recv, v, mpi_type(t), mpi_op(op), g->comm);
-  free(v);
-  return done(rc, "MPI_Reduce_scatter");
+  MPI_Request q_;
+  dist_status st = BLOCKING(MPI_Reduce_scatter, MPI_Ireduce_scatter, send, recv, v, mpi_type(t), mpi_op(op), g->comm);
+  if (!dist__state.broken) free(v);
+  return st;
 }
 
 static dist_status gather_v(dist__group *g, const void *send, void *recv, const size_t *counts, const size_t *displs,
                             dist_dtype t, int root) {
   int *v;
   DIST_CHECK(INT_ARRAYS(g, v, counts, displs));
-  int rc = MPI_Gatherv(send, v[g->rank], mpi_type(t), recv, v, v + g->size, mpi_type(t), root, g->comm);
-  free(v);
-  return done(rc, "MPI_Gatherv");
+  MPI_Request q_;
+  dist_status st = BLOCKING(MPI_Gatherv, MPI_Igatherv, send, v[g->rank], mpi_type(t), recv, v, v + g->size,
+                            mpi_type(t), root, g->comm);
+  if (!dist__state.broken) free(v);
+  return st;
 }
 
 static dist_status scatter_v(dist__group *g, const void *send, void *recv, const size_t *counts, const size_t *displs,
                              dist_dtype t, int root) {
   int *v;
   DIST_CHECK(INT_ARRAYS(g, v, counts, displs));
-  int rc = MPI_Scatterv(send, v, v + g->size, mpi_type(t), recv, v[g->rank], mpi_type(t), root, g->comm);
-  free(v);
-  return done(rc, "MPI_Scatterv");
+  MPI_Request q_;
+  dist_status st = BLOCKING(MPI_Scatterv, MPI_Iscatterv, send, v, v + g->size, mpi_type(t), recv, v[g->rank],
+                            mpi_type(t), root, g->comm);
+  if (!dist__state.broken) free(v);
+  return st;
 }
 
 static dist_status all_to_all_v(dist__group *g, const void *send, const size_t *sc, const size_t *sd, void *recv,
@@ -149,18 +168,23 @@ static dist_status all_to_all_v(dist__group *g, const void *send, const size_t *
     if (rc != MPI_SUCCESS) free(v), p->state = NULL;
     return done(rc, "MPI_Ialltoallv");
   }
-  rc = MPI_Alltoallv(send, v, v + P, mt, recv, v + 2 * P, v + 3 * P, mt, g->comm);
-  free(v);
-  return done(rc, "MPI_Alltoallv");
+  MPI_Request q_;
+  dist_status st = BLOCKING(MPI_Alltoallv, MPI_Ialltoallv, send, v, v + P, mt, recv, v + 2 * P, v + 3 * P, mt, g->comm);
+  if (!dist__state.broken) free(v);
+  return st;
 }
 
-static dist_status barrier(dist__group *g) { return done(MPI_Barrier(g->comm), "MPI_Barrier"); }
+static dist_status barrier(dist__group *g) {
+  MPI_Request q_;
+  return BLOCKING(MPI_Barrier, MPI_Ibarrier, g->comm);
+}
 
 static dist_status wait(dist__pending *p) {
-  int rc = MPI_Wait(&p->mpi, MPI_STATUS_IGNORE);
+  dist_status s = dist__wait(&p->mpi, "MPI_Wait", DIST__WAIT_DATA);
+  if (s && dist__state.broken) return s; /* the request may still use its count arrays */
   free(p->state);
   p->state = NULL;
-  return done(rc, "MPI_Wait");
+  return s;
 }
 
 static dist_status test(dist__pending *p, int *flag) {

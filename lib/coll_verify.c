@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "coll_call.h"
+#include "faults.h"
 
 void dist__sig_tensor(dist__call *c, const dist_tensor *t, int dim) {
   c->sig.dtype = t->dtype;
@@ -54,8 +55,12 @@ static dist_status mismatch(dist__call *c) {
   char a[300], b[300];
   describe_call(c, &all[0], a, sizeof a);
   describe_call(c, &all[who], b, sizeof b);
-  const char *extra = memcmp(&all[who], &all[0], offsetof(dist__sig, sizes)) == 0 ? " (their size arrays differ)" : "";
+  char extra[600] = "";
+  if (memcmp(&all[who], &all[0], offsetof(dist__sig, sizes)) == 0) snprintf(extra, sizeof extra, " (their size arrays differ)");
   free(all);
+  /* A rank in another call may have failed before it (an unknown group). */
+  dist__faults_note(c->g->members[who], extra, sizeof extra);
+  dist__faults_note(c->g->members[0], extra, sizeof extra);
   return dist__error(DIST_ERR_MISMATCH, "%s: rank %d of group '%s' disagrees with rank 0: %s vs %s%s", c->what, who,
                      c->g->name, b, a, extra);
 }

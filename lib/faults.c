@@ -144,3 +144,14 @@ dist_status dist__faults_check(void) {
   }
   return DIST_SUCCESS;
 }
+
+void dist__faults_note(int r, char *buf, size_t n) {
+  if (!open_ || !inbox || r < 0 || r >= dist__state.size) return;
+  receive();
+  size_t k = strlen(buf);
+  for (int t = 0; t < DIST__FAULT_TYPES && k < n; t++) {
+    const notice *m = inbox[r * DIST__FAULT_TYPES + t];
+    if (m && !(t == DIST__FAULT_PRECHECK && same_precheck(m)))
+      k += (size_t)snprintf(buf + k, n - k, "; rank %d had announced: %s", r, m->text[0] ? m->text : why(m));
+  }
+}
