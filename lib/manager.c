@@ -274,6 +274,7 @@ static dist_status initialize(MPI_Comm adopt, const dist_init_options *options) 
     return s;
   }
   dist__log_set_rank(m->rank, m->size);
+  dist__settings_warn_unknown((const char *const *)environ); /* a misspelt DIST_ name would be ignored */
   m->initialized = 1;
   char line[512];
   dist_manager_describe(line, sizeof line);

@@ -38,6 +38,8 @@ expect ok "[SINGLE] rank 0/1" DIST_INIT_METHOD=single SLURM_PROCID=1 SLURM_NTASK
 expect fail "DIST_INIT_METHOD='pbs'" DIST_INIT_METHOD=pbs
 expect fail "DIST_LOG_LEVEL='loud' is not a log level" DIST_LOG_LEVEL=loud
 expect fail "DIST_RANKS_PER_NODE='two'" DIST_RANKS_PER_NODE=two
+# A misspelt setting is not ignored silently.
+expect ok "DIST_VERFIY is not a distmgr setting (did you mean DIST_VERIFY?)" DIST_VERFIY=0
 # CPU-only host: asking for a CUDA device is an error, auto gives the CPU.
 expect fail "DIST_DEVICE=3 but this process sees 0 CUDA device(s)" DIST_DEVICE=3 CUDA_VISIBLE_DEVICES=
 expect ok "device cpu:0" DIST_DEVICE=auto CUDA_VISIBLE_DEVICES=
