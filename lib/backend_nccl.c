@@ -6,10 +6,14 @@
  * communicator. NCCL has no v-collectives: they are grouped point-to-point
  * sends and receives (or one ncclReduce per chunk for reduce-scatter-v). */
 #include <nccl.h>
+#include <sched.h>
 #include <stdlib.h>
 
 #include "backend.h"
+#include "board.h"
+#include "faults.h"
 #include "memops.h"
+#include "wait.h"
 
 static dist_status nccl_error(ncclResult_t r, const char *call) {
   return dist__error(DIST_ERR_CUDA, "%s failed: %s", call, ncclGetErrorString(r));
@@ -40,6 +44,43 @@ void dist__nccl_release(dist__group *g) {
   g->nccl = NULL;
 }
 
+/* DIST_TIMEOUT on device communicators, NCCL's way. With a timeout set, a
+ * call waits for its stream while polling ncclCommGetAsyncError and the
+ * fault channel; past the limit, on an asynchronous NCCL error or on a peer's
+ * failure, the communicator is aborted with ncclCommAbort, which releases the
+ * kernels waiting for peers, and the error names the ranks not arrived. */
+static dist_status watched(dist__group *g, ncclComm_t comm, const char *call) {
+  if (!dist__wait_polled()) return DIST_SUCCESS;
+  cudaStream_t st = dist__cuda_stream();
+  double t0 = MPI_Wtime(), limit = dist__state.settings.timeout;
+  for (;;) {
+    cudaError_t q = cudaStreamQuery(st);
+    if (q == cudaSuccess) return DIST_SUCCESS;
+    if (q != cudaErrorNotReady) return dist__cuda_error(q, "cudaStreamQuery");
+    ncclResult_t async = ncclSuccess;
+    ncclCommGetAsyncError(comm, &async);
+    double t = MPI_Wtime() - t0;
+    dist_status s = dist__faults_check();
+    if (!s && async != ncclSuccess && async != ncclInProgress)
+      s = dist__error(DIST_ERR_CUDA, "%s on group '%s': NCCL reported an asynchronous error: %s", call, g->name,
+                      ncclGetErrorString(async));
+    if (!s && t > limit) {
+      char behind[1024];
+      dist__board_report(behind, sizeof behind);
+      s = dist__error(DIST_ERR_TIMEOUT,
+                      "%s on group '%s' (call #%llu) did not complete within DIST_TIMEOUT=%g s (waited %.1f s for "
+                      "its stream); %s",
+                      call, g->name, (unsigned long long)dist__state.cur.seq, limit, t, behind);
+    }
+    if (s) {
+      ncclCommAbort(comm);
+      g->nccl = NULL;
+      return dist__break(s);
+    }
+    sched_yield();
+  }
+}
+
 /* Element type for reductions; complex numbers reduce as pairs of reals. */
 static int nccl_type(dist_dtype t, ncclDataType_t *out, size_t *mult) {
   *mult = 1;
@@ -57,6 +98,25 @@ static int nccl_type(dist_dtype t, ncclDataType_t *out, size_t *mult) {
     case DIST_F16: *out = ncclFloat16; return 1;
     default: return 0;
   }
+}
+
+/* n * k as the size_t count NCCL takes (elements of a reduction's type, or
+ * bytes); an error rather than a wrapped count. */
+static dist_status scaled(size_t n, size_t k, size_t *out, const char *call) {
+  if (__builtin_mul_overflow(n, k, out))
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: a count of %zu x %zu overflows size_t", call, n, k);
+  return DIST_SUCCESS;
+}
+
+/* The chunks (count[r], displ[r]) of `es`-byte elements, as byte ranges: none may overflow size_t. */
+static dist_status ranges_fit(int P, const size_t *count, const size_t *displ, size_t es, const char *call) {
+  for (int r = 0; count && r < P; r++) {
+    size_t end;
+    if (__builtin_add_overflow(displ[r], count[r], &end) || __builtin_mul_overflow(end, es, &end))
+      return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: chunk %d (%zu elements at %zu, %zu bytes each) overflows size_t",
+                         call, r, count[r], displ[r], es);
+  }
+  return DIST_SUCCESS;
 }
 
 static ncclRedOp_t nccl_op(dist_reduce_op op) {
@@ -87,17 +147,20 @@ static dist_status all_reduce(dist__group *g, const void *send, void *recv, size
   ncclComm_t comm;
   ncclDataType_t nt;
   size_t m;
-  DIST_CHECK(comm_of(g, &comm));
   nccl_type(t, &nt, &m);
-  NCCL_CALL(ncclAllReduce(send, recv, count * m, nt, nccl_op(op), comm, dist__cuda_stream()));
-  return DIST_SUCCESS;
+  DIST_CHECK(scaled(count, m, &count, "ncclAllReduce"));
+  DIST_CHECK(comm_of(g, &comm));
+  NCCL_CALL(ncclAllReduce(send, recv, count, nt, nccl_op(op), comm, dist__cuda_stream()));
+  return watched(g, comm, "ncclAllReduce");
 }
 
 static dist_status broadcast(dist__group *g, void *buf, size_t count, dist_dtype t, int root) {
   ncclComm_t comm;
+  size_t bytes;
+  DIST_CHECK(scaled(count, dist_dtype_size(t), &bytes, "ncclBroadcast"));
   DIST_CHECK(comm_of(g, &comm));
-  NCCL_CALL(ncclBroadcast(buf, buf, count * dist_dtype_size(t), ncclUint8, root, comm, dist__cuda_stream()));
-  return DIST_SUCCESS;
+  NCCL_CALL(ncclBroadcast(buf, buf, bytes, ncclUint8, root, comm, dist__cuda_stream()));
+  return watched(g, comm, "ncclBroadcast");
 }
 
 static dist_status reduce(dist__group *g, const void *send, void *recv, size_t count, dist_dtype t, dist_reduce_op op,
@@ -105,10 +168,11 @@ static dist_status reduce(dist__group *g, const void *send, void *recv, size_t c
   ncclComm_t comm;
   ncclDataType_t nt;
   size_t m;
-  DIST_CHECK(comm_of(g, &comm));
   nccl_type(t, &nt, &m);
-  NCCL_CALL(ncclReduce(send, recv, count * m, nt, nccl_op(op), root, comm, dist__cuda_stream()));
-  return DIST_SUCCESS;
+  DIST_CHECK(scaled(count, m, &count, "ncclReduce"));
+  DIST_CHECK(comm_of(g, &comm));
+  NCCL_CALL(ncclReduce(send, recv, count, nt, nccl_op(op), root, comm, dist__cuda_stream()));
+  return watched(g, comm, "ncclReduce");
 }
 
 /* Grouped point-to-point exchange: to peer r, scount[r] bytes from send +
@@ -118,6 +182,8 @@ static dist_status exchange(dist__group *g, const char *send, const size_t *sc, 
                             const size_t *rc, const size_t *rd, size_t es) {
   ncclComm_t comm;
   cudaStream_t st = dist__cuda_stream();
+  DIST_CHECK(ranges_fit(g->size, sc, sd, es, "ncclSend"));
+  DIST_CHECK(ranges_fit(g->size, rc, rd, es, "ncclRecv"));
   DIST_CHECK(comm_of(g, &comm));
   int me = g->rank;
   if (sc && rc && sc[me]) {
@@ -134,7 +200,7 @@ static dist_status exchange(dist__group *g, const char *send, const size_t *sc, 
   ncclResult_t end = ncclGroupEnd(); /* always close the group */
   if (res != ncclSuccess) return nccl_error(res, "ncclSend/ncclRecv");
   if (end != ncclSuccess) return nccl_error(end, "ncclGroupEnd");
-  return DIST_SUCCESS;
+  return watched(g, comm, "ncclSend/ncclRecv");
 }
 
 static dist_status all_gather_v(dist__group *g, const void *send, void *recv, const size_t *counts,
@@ -153,8 +219,9 @@ static dist_status reduce_scatter_v(dist__group *g, const void *send, void *recv
   ncclComm_t comm;
   ncclDataType_t nt;
   size_t m, es = dist_dtype_size(t);
-  DIST_CHECK(comm_of(g, &comm));
   nccl_type(t, &nt, &m);
+  DIST_CHECK(ranges_fit(g->size, counts, displs, es, "ncclReduce"));
+  DIST_CHECK(comm_of(g, &comm));
   ncclResult_t res = ncclSuccess;
   NCCL_CALL(ncclGroupStart());
   for (int r = 0; r < g->size && res == ncclSuccess; r++)
@@ -163,7 +230,7 @@ static dist_status reduce_scatter_v(dist__group *g, const void *send, void *recv
   ncclResult_t end = ncclGroupEnd();
   if (res != ncclSuccess) return nccl_error(res, "ncclReduce");
   if (end != ncclSuccess) return nccl_error(end, "ncclGroupEnd");
-  return DIST_SUCCESS;
+  return watched(g, comm, "ncclReduce");
 }
 
 static dist_status gather_v(dist__group *g, const void *send, void *recv, const size_t *counts, const size_t *displs,
@@ -196,8 +263,9 @@ static dist_status all_to_all_v(dist__group *g, const void *send, const size_t *
 
 static dist_status barrier(dist__group *g) {
   DIST_CHECK(dist__mem_sync(DIST_MEM_CUDA));
-  int rc = MPI_Barrier(g->comm);
-  return rc == MPI_SUCCESS ? DIST_SUCCESS : dist__mpi_error(rc, "MPI_Barrier");
+  MPI_Request q;
+  int rc = MPI_Ibarrier(g->comm, &q);
+  return rc == MPI_SUCCESS ? dist__wait(&q, "MPI_Ibarrier", DIST__WAIT_DATA) : dist__mpi_error(rc, "MPI_Ibarrier");
 }
 
 static dist_status wait(dist__pending *p) { return DIST_SUCCESS; }

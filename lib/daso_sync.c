@@ -12,6 +12,7 @@
 #include "backend.h"
 #include "fault.h"
 #include "daso_internal.h"
+#include "wait.h"
 #include "half_ops.h"
 #include "memops.h"
 
@@ -160,9 +161,9 @@ dist_status dist__daso_poke(dist_daso *d) {
  * be merged here (a failed device copy), so it stays equal across the cross
  * group; the first failure is returned. */
 static dist_status finish(dist_daso *d, int blocking, int btw, int *merged) {
-  int rc = MPI_Waitall(d->nchunks, d->req, MPI_STATUSES_IGNORE);
+  dist_status ws = dist__waitall(d->nchunks, d->req, "MPI_Iallreduce (DASO parameters)");
+  if (ws) return ws; /* left in flight: the job cannot continue (see wait.h) */
   d->inflight = 0;
-  if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Waitall (DASO parameters)");
   if (d->send_error) {
     dist_status e = d->send_error;
     d->send_error = DIST_SUCCESS;
