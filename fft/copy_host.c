@@ -31,6 +31,9 @@ DEFINE_ROW(row_d, double)
 
 void dist__fft_copy_host(const dist__fft_box *b, int is_double) {
   size_t cs = is_double ? 16 : 8;
+  /* An empty box (an empty piece has NULL data): nothing to copy, and
+   * memcpy must not see a NULL pointer even for 0 bytes (as the CUDA copy). */
+  if (b->na <= 0 || b->nb <= 0 || b->row <= 0) return;
   int plain = b->scale == 1.0 && b->wmul == 1.0 && !b->zero_im;
   if (plain && b->nb > 1 && b->dsb == b->row && b->ssb == b->row && b->na == 1) { /* one block */
     memcpy(b->dst, b->src, cs * (size_t)(b->row * b->nb));
