@@ -75,7 +75,8 @@ static dist_status parse_nb_allreduce_min(const char *name, const char *value, d
 
 static dist_status parse_timeout(const char *name, const char *value, dist__settings *s) {
   char *end = NULL;
-  double t = value[0] >= '0' && value[0] <= '9' ? strtod(value, &end) : -1;
+  /* Plain decimal seconds ("2", "0.5"); strtod alone would take hex and exponents. */
+  double t = value[0] >= '0' && value[0] <= '9' && strspn(value, "0123456789.") == strlen(value) ? strtod(value, &end) : -1;
   if (strcasecmp(value, "off") == 0) t = 0, end = (char *)value + 3;
   if (!end || *end || t < 0 || t > 1e6)
     return dist__error(DIST_ERR_SETTING, "%s='%s' is not a timeout (seconds from 0 to 1e6, or off)", name, value);
