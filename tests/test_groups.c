@@ -312,13 +312,15 @@ static CU_TestInfo manager_tests[] = {
 static CU_SuiteInfo suites[] = {{"manager", NULL, NULL, NULL, NULL, manager_tests}, CU_SUITE_INFO_NULL};
 
 /* Before initialize: every query fails loudly. */
-static int check_uninitialized(void) {
+static int check_uninitialized(int after_finalize) {
   int v, bad = 0;
   dist_device d;
   const char *s;
   bad += dist_manager_is_initialized() != 0;
   bad += dist_manager_rank(&v) != DIST_ERR_NOT_INITIALIZED;
   bad += strstr(dist_last_error(), "dist_manager_rank") == NULL;
+  /* The message says which: before the first initialize, or after a finalize. */
+  bad += strstr(dist_last_error(), after_finalize ? "after dist_manager_finalize()" : "before dist_manager_initialize()") == NULL;
   bad += dist_manager_device(&d) != DIST_ERR_NOT_INITIALIZED;
   bad += dist_manager_master_address(&s) != DIST_ERR_NOT_INITIALIZED;
   bad += dist_group_size("world", &v) != DIST_ERR_NOT_INITIALIZED;
@@ -328,7 +330,7 @@ static int check_uninitialized(void) {
 }
 
 int main(void) {
-  int failed = check_uninitialized();
+  int failed = check_uninitialized(0);
   if (failed) fprintf(stderr, "queries before initialize did not fail as they should\n");
   /* Two rounds: real nodes, then finalize, then again with simulated nodes of
    * 2 ranks (initialize must work again after finalize). */
@@ -345,7 +347,7 @@ int main(void) {
     snprintf(tag, sizeof tag, "test_groups[round %d, rank %d/%d]", round, R, W);
     failed += cunit_run(suites, tag, R != 0);
     if (dist_manager_finalize() != DIST_SUCCESS) failed++;
-    failed += check_uninitialized();
+    failed += check_uninitialized(1);
   }
   /* MPI is still up (distmgr finalizes it at exit): agree on the verdict. */
   int total = 0;
