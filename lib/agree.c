@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fault.h"
 #include "state.h"
 #include "wait.h"
 
@@ -60,6 +61,7 @@ dist__round dist__round_init(MPI_Comm comm, dist_status local, uint64_t hash) {
   r.in[1] = local ? 0 : (int64_t)hash;
   r.in[2] = local ? 0 : ~(int64_t)hash;
   r.in[3] = 0;
+  if (dist__fault("round_word")) r.in[0] = 0x7fffdc8b4b60LL; /* tests: a word no rank could have sent */
   return r;
 }
 
