@@ -86,8 +86,9 @@ dist_status dist__check_tensor(const dist__call *c, const dist_tensor *t, const 
                          c->what, name, d);
     return dist__error(DIST_ERR_INVALID_ARGUMENT,
                        "%s: '%s' has shape %s, whose size overflows: its extents (zeros left out) times %zu bytes "
-                       "per element%s exceed INT64_MAX",
-                       c->what, name, d, dist_dtype_size(wide), wide != t->dtype ? " (the type it is reduced in)" : "");
+                       "per element%s%s%s exceed INT64_MAX",
+                       c->what, name, d, dist_dtype_size(wide), wide != t->dtype ? " (" : "",
+                       wide != t->dtype ? dist_dtype_name(wide) : "", wide != t->dtype ? ", the type it is reduced in)" : "");
   }
   if (!t->data && dist_tensor_numel(t) > 0)
     return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: '%s' has %lld elements but its data pointer is NULL", c->what,

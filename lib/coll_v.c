@@ -30,6 +30,29 @@ static dist_status conclude(dist__post *post, dist_status launched, dist_request
   return dist__post_run(post);
 }
 
+/* The whole a call concatenates or splits: `ref` with extent P x its own
+ * along dim (every rank's extent the same, no sizes given) into *total. */
+static dist_status equal_total(const dist__call *c, const dist_tensor *ref, const char *name, int dim,
+                               int64_t *total) {
+  if (__builtin_mul_overflow(ref->shape[dim], (int64_t)c->g->size, total))
+    return dist__error(DIST_ERR_INVALID_ARGUMENT,
+                       "%s: the whole along dim %d (%d ranks x '%s''s extent %lld) overflows int64", c->what, dim,
+                       c->g->size, name, (long long)ref->shape[dim]);
+  return DIST_SUCCESS;
+}
+
+/* `ref` with extent n along dim (the whole of a gather or scatter) must fit:
+ * checked on every rank, also those that hold no tensor of that shape. */
+static dist_status check_whole(const dist__call *c, const dist_tensor *ref, int dim, int64_t n, const char *sizes) {
+  dist_tensor w = *ref;
+  w.shape[dim] = n;
+  if (dist__tensor_span(&w) >= 0) return DIST_SUCCESS;
+  char d[160];
+  dist__describe_shape(&w, d, sizeof d);
+  return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: %s give a whole of shape %s, whose size overflows int64 bytes",
+                     c->what, sizes, d);
+}
+
 /* ---- all-gather-v / gather-v ------------------------------------------------- */
 
 /* Concatenate every rank's `in` along dim into out (root < 0: everywhere). */
@@ -68,11 +91,13 @@ static dist_status gather_checks(dist__call *c, const dist_tensor *in, const dis
   if (!s && receives) s = dist__check_same_memory(c, in, out);
   if (!s) s = dist__call_backend(c, in->memory);
   if (!s) s = dist__check_dim(c, in, dim, "in");
-  int64_t total = in && !s ? in->shape[dim] * c->g->size : 0;
+  int64_t total = 0;
+  if (!s && !sizes) s = equal_total(c, in, "in", dim, &total);
   if (!s && sizes) s = dist__check_sizes(c, sizes, "sizes", &total);
   if (!s && sizes && sizes[c->g->rank] != in->shape[dim])
     s = dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: sizes[%d] = %lld but this rank's 'in' has extent %lld along dim %d",
                     c->what, c->g->rank, (long long)sizes[c->g->rank], (long long)in->shape[dim], dim);
+  if (!s) s = check_whole(c, in, dim, total, sizes ? "sizes" : "the ranks' equal extents");
   if (!s && receives) s = dist__check_shape_along(c, out, "out", in, dim, total);
   if (!s) {
     dist__sig_tensor(c, in, sizes ? dim : -1); /* without sizes all extents must be equal */
@@ -202,11 +227,13 @@ dist_status dist_scatter_v(const char *group, const dist_tensor *in, dist_tensor
   if (!s) s = dist__check_tensor(&c, out, "out");
   if (!s) s = dist__call_backend(&c, out->memory);
   if (!s) s = dist__check_dim(&c, out, dim, "out");
-  int64_t total = !s ? out->shape[dim] * P : 0;
+  int64_t total = 0;
+  if (!s && !sizes) s = equal_total(&c, out, "out", dim, &total);
   if (!s && sizes) s = dist__check_sizes(&c, sizes, "sizes", &total);
   if (!s && sizes && sizes[me] != out->shape[dim])
     s = dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: sizes[%d] = %lld but this rank's 'out' has extent %lld along dim %d",
                     c.what, me, (long long)sizes[me], (long long)out->shape[dim], dim);
+  if (!s) s = check_whole(&c, out, dim, total, sizes ? "sizes" : "the ranks' equal extents");
   if (!s && me == src) s = dist__check_tensor(&c, in, "in");
   if (!s && me == src) s = dist__check_same_memory(&c, in, out);
   if (!s && me == src) s = dist__check_shape_along(&c, in, "in", out, dim, total);

@@ -1,6 +1,7 @@
 /* Split shapes and the model-parallel mapping pairs built on the collectives. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "coll_internal.h"
 
@@ -8,7 +9,7 @@ dist_status dist_compute_split_shapes(int64_t size, int n, int64_t *sizes) {
   if (n <= 0 || size < 0 || !sizes)
     return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_compute_split_shapes: size %lld into %d chunks%s",
                        (long long)size, n, sizes ? "" : " with a NULL output");
-  int64_t chunk = (size + n - 1) / n;
+  int64_t chunk = size / n + (size % n != 0); /* ceil(size/n); size + n - 1 would overflow near INT64_MAX */
   /* ceil chunks leave the last one non-empty only if (n-1)*chunk < size */
   if ((int64_t)(n - 1) * chunk < size || n == 1) {
     for (int i = 0; i < n - 1; i++) sizes[i] = chunk;
@@ -31,12 +32,16 @@ static dist_status keep_own(dist_status s) {
 }
 static dist_status joined(dist_status s, dist_status r) { return s ? dist__error(s, "%s", failed_msg) : r; }
 
-/* Local start: group, tensors, same memory and dtype (no communication). */
+/* Local start: group, tensors, same memory and dtype (no communication).
+ * Messages name the tensors as the call does (in/out, or grad_out/grad_in
+ * for a backward, `what` ending in "_backward"). */
 static dist_status local_begin(dist__call *c, const char *what, const char *group, const dist_tensor *in,
                                const dist_tensor *out) {
+  size_t n = strlen(what);
+  int bwd = n > 9 && !strcmp(what + n - 9, "_backward");
   DIST_CHECK(dist__call_begin(c, what, group));
-  DIST_CHECK(dist__check_tensor(c, in, "in"));
-  DIST_CHECK(dist__check_tensor(c, out, "out"));
+  DIST_CHECK(dist__check_tensor(c, in, bwd ? "grad_out" : "in"));
+  DIST_CHECK(dist__check_tensor(c, out, bwd ? "grad_in" : "out"));
   return dist__check_same_memory(c, in, out);
 }
 

@@ -25,6 +25,14 @@ static dist_status indexed_checks(dist__call *c, const dist_tensor *src, const c
   if (!s && sc[c->g->rank] != rc[c->g->rank])
     s = dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: send_counts[%d] = %lld but recv_counts[%d] = %lld (what I send myself)",
                     c->what, c->g->rank, (long long)sc[c->g->rank], c->g->rank, (long long)rc[c->g->rank]);
+  if (!s) { /* the rows selected to send, before reading that many indices */
+    dist_tensor sel = *src;
+    sel.shape[dim] = *nsend;
+    if (dist__tensor_span(&sel) < 0)
+      s = dist__error(DIST_ERR_INVALID_ARGUMENT,
+                      "%s: send_counts add up to %lld slices of '%s' along dim %d, whose size overflows int64 bytes",
+                      c->what, (long long)*nsend, src_name, dim);
+  }
   if (!s && *nsend && !idx) s = dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: indices is NULL", c->what);
   for (int64_t k = 0; !s && k < *nsend; k++)
     if (idx[k] < 0 || idx[k] >= src->shape[dim])
@@ -146,7 +154,7 @@ static dist_status transpose(const char *what, const char *group, const dist_ten
   if (!s && total != n0)
     s = dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: split_sizes add up to %lld but '%s' has extent %lld along dim0 = %d",
                     what, (long long)total, xn, (long long)n0, dim0);
-  if (!s) s = dist__check_sizes(&c, ct, "cat_sizes", &total);
+  if (!s) s = dist__check_sizes(&c, ct, cat ? "cat_sizes" : "the ranks' dim1 extents", &total);
   if (!s && ct[me] != x->shape[dim1])
     s = dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: cat_sizes[%d] = %lld but '%s' has extent %lld along dim1 = %d", what,
                     me, (long long)ct[me], xn, (long long)x->shape[dim1], dim1);

@@ -75,6 +75,11 @@ dist_status dist__mem_zero(dist_memory mem, void *p, size_t bytes) {
 dist_status dist__mem_copy2d(dist_memory mem, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
                              size_t height) {
   if (!width || !height || dst == src) return DIST_SUCCESS;
+  size_t end; /* the span of either side: (height - 1) pitches and one row */
+  if (__builtin_mul_overflow(height - 1, dpitch > spitch ? dpitch : spitch, &end) ||
+      __builtin_add_overflow(end, width, &end) || __builtin_mul_overflow(width, height, &end))
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "2-D copy of %zu rows of %zu bytes (pitches %zu and %zu) overflows size_t",
+                       height, width, dpitch, spitch);
   if (mem == DIST_MEM_HOST) {
     if (dpitch == width && spitch == width) memmove(dst, src, width * height);
     else
@@ -166,8 +171,22 @@ dist_status dist__mem_divide(dist_memory mem, void *buf, dist_dtype t, size_t n,
       }                                                                            \
   } while (0)
 
+/* [outer, rows, inner] blocks of esize bytes with rows = max(rows, nidx): an
+ * error when a count or byte offset of the loops below overflows int64. */
+static dist_status check_block(const char *what, int64_t outer, int64_t rows, int64_t inner, int64_t nidx,
+                               size_t esize) {
+  int64_t n = (int64_t)esize;
+  if (outer < 0 || rows < 0 || inner < 0 || nidx < 0 || __builtin_mul_overflow(n, outer, &n) ||
+      __builtin_mul_overflow(n, rows > nidx ? rows : nidx, &n) || __builtin_mul_overflow(n, inner, &n))
+    return dist__error(DIST_ERR_INVALID_ARGUMENT,
+                       "%s: outer %lld x rows %lld (%lld indices) x inner %lld elements of %zu bytes overflows int64",
+                       what, (long long)outer, (long long)rows, (long long)nidx, (long long)inner, esize);
+  return DIST_SUCCESS;
+}
+
 dist_status dist__mem_index_add(dist_memory mem, void *dst, const void *src, dist_dtype t, int64_t outer, int64_t rows,
                                 int64_t inner, const int64_t *idx, int64_t nidx) {
+  DIST_CHECK(check_block("index-add", outer, rows, inner, nidx, dist_dtype_size(t)));
   if (mem != DIST_MEM_HOST) {
 #ifdef HAVE_CUDA
     KERNEL(dist__cuda_index_add(dst, src, (int)t, outer, rows, inner, idx, nidx, stream));
@@ -191,6 +210,7 @@ dist_status dist__mem_index_add(dist_memory mem, void *dst, const void *src, dis
 
 dist_status dist__mem_index_select(dist_memory mem, void *dst, const void *src, size_t esize, int64_t outer,
                                    int64_t rows, int64_t inner, const int64_t *idx, int64_t nidx) {
+  DIST_CHECK(check_block("index-select", outer, rows, inner, nidx, esize));
   if (mem != DIST_MEM_HOST) {
 #ifdef HAVE_CUDA
     KERNEL(dist__cuda_index_select(dst, src, esize, outer, rows, inner, idx, nidx, stream));

@@ -14,15 +14,28 @@ void dist__outer_inner(const dist_tensor *t, int dim, int64_t *outer, int64_t *i
 
 dist_status dist__split_init(dist__split *s, const dist_tensor *t, int dim, int P, const int64_t *sizes, int64_t equal) {
   memset(s, 0, sizeof *s);
+  int64_t n = 0;
+  for (int r = 0; r < P; r++) {
+    int64_t v = sizes ? sizes[r] : equal;
+    if (v < 0) return dist__error(DIST_ERR_INVALID_ARGUMENT, "split along dim %d: size %d is %lld (negative)", dim, r, (long long)v);
+    if (__builtin_add_overflow(n, v, &n))
+      return dist__error(DIST_ERR_INVALID_ARGUMENT,
+                         "split along dim %d into %d chunks: the sizes overflow (they add up to more than INT64_MAX)",
+                         dim, P);
+  }
+  dist_tensor whole = *t;
+  whole.shape[dim] = n;
+  if (dist__tensor_span(&whole) < 0)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT,
+                       "split along dim %d: extent %lld of a %s tensor with %d dims overflows (more than INT64_MAX bytes)",
+                       dim, (long long)n, dist_dtype_name(t->dtype), t->ndim);
   s->sizes = malloc(sizeof(int64_t) * (size_t)P);
   if (!s->sizes) return dist__error(DIST_ERR_NO_MEMORY, "split of %d chunks", P);
   s->P = P;
+  s->n = n;
   s->esize = dist_dtype_size(t->dtype);
   dist__outer_inner(t, dim, &s->outer, &s->inner);
-  for (int r = 0; r < P; r++) {
-    s->sizes[r] = sizes ? sizes[r] : equal;
-    s->n += s->sizes[r];
-  }
+  for (int r = 0; r < P; r++) s->sizes[r] = sizes ? sizes[r] : equal;
   return DIST_SUCCESS;
 }
 

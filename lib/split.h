@@ -17,7 +17,10 @@ typedef struct dist__split {
 } dist__split;
 
 /* `t` gives outer/inner/esize around dim; n = sum of sizes (NULL = all
- * equal to `equal`). */
+ * equal to `equal`). DIST_ERR_INVALID_ARGUMENT when a size is negative, the
+ * sizes add up to more than INT64_MAX, or t with extent n along dim fails
+ * dist__tensor_span (the callers check these first; this is the backstop
+ * that keeps the counts and offsets below exact). */
 dist_status dist__split_init(dist__split *s, const dist_tensor *t, int dim, int P, const int64_t *sizes, int64_t equal);
 void dist__split_free(dist__split *s);
 /* Element counts and offsets of each chunk in the packed form (P entries each). */
@@ -26,7 +29,15 @@ int dist__split_contiguous(const dist__split *s);
 dist_status dist__split_pack(dist_memory mem, const dist__split *s, const void *full, void *packed);
 dist_status dist__split_unpack(dist_memory mem, const dist__split *s, const void *packed, void *full);
 
-/* outer and inner products of t's shape around dim. */
+/* The bytes of t counting only its non-zero extents (dtype size times their
+ * product), or -1 when that exceeds INT64_MAX (or SIZE_MAX) or an extent is
+ * negative. Every collective checks it on its tensors (dist__check_tensor),
+ * so every product of some of their extents -- outer, inner, counts,
+ * offsets, byte sizes -- fits without overflow. */
+int64_t dist__tensor_span(const dist_tensor *t);
+
+/* outer and inner products of t's shape around dim (t must pass
+ * dist__tensor_span, as every checked tensor does). */
 void dist__outer_inner(const dist_tensor *t, int dim, int64_t *outer, int64_t *inner);
 
 #endif

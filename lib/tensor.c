@@ -4,6 +4,7 @@
 
 #include "dtype.h"
 #include "half.h"
+#include "split.h"
 
 static const struct {
   const char *name;
@@ -52,12 +53,29 @@ dist_tensor dist_tensor_cuda(void *data, dist_dtype dtype, int device, int ndim,
 int64_t dist_tensor_numel(const dist_tensor *t) {
   if (!t || t->ndim < 0 || t->ndim > DIST_TENSOR_MAX_DIMS) return 0;
   int64_t n = 1;
-  for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
-  return n;
+  int zero = 0, over = 0;
+  for (int i = 0; i < t->ndim; i++) {
+    if (t->shape[i] < 0) return -1;
+    if (t->shape[i] == 0) zero = 1; /* exactly 0 elements, whatever the other extents */
+    else over |= __builtin_mul_overflow(n, t->shape[i], &n);
+  }
+  return zero ? 0 : over ? -1 : n;
 }
 
 size_t dist_tensor_nbytes(const dist_tensor *t) {
-  return t ? (size_t)dist_tensor_numel(t) * dist_dtype_size(t->dtype) : 0;
+  if (!t) return 0;
+  int64_t n = dist_tensor_numel(t), b;
+  if (n < 0 || __builtin_mul_overflow(n, (int64_t)dist_dtype_size(t->dtype), &b) || (uint64_t)b > SIZE_MAX)
+    return SIZE_MAX;
+  return (size_t)b;
+}
+
+int64_t dist__tensor_span(const dist_tensor *t) {
+  int64_t b = (int64_t)dist_dtype_size(t->dtype);
+  if (t->ndim < 0 || t->ndim > DIST_TENSOR_MAX_DIMS) return -1;
+  for (int i = 0; i < t->ndim; i++)
+    if (t->shape[i] < 0 || (t->shape[i] && __builtin_mul_overflow(b, t->shape[i], &b))) return -1;
+  return (uint64_t)b > SIZE_MAX ? -1 : b;
 }
 
 /* ---- 16-bit floats ---------------------------------------------------------- */

@@ -207,10 +207,18 @@ dist_status dist_afno_mse(dist_afno *m, int64_t batch, const float *y, const flo
     s = dist_set_error(DIST_ERR_INVALID_ARGUMENT, "dist_afno_mse: %s is NULL",
                        !m ? "model" : !y ? "y" : !target ? "target" : "loss");
   else if (batch < 1) s = dist_set_error(DIST_ERR_INVALID_ARGUMENT, "dist_afno_mse: batch = %lld", (long long)batch);
+  else {
+    int64_t per = (int64_t)m->d.Cout * m->d.hl * m->d.p0 * m->d.W, bytes; /* values per sample */
+    if (__builtin_mul_overflow(batch, per, &bytes) || __builtin_mul_overflow(bytes, (int64_t)sizeof(float), &bytes))
+      s = dist_set_error(DIST_ERR_INVALID_ARGUMENT,
+                         "dist_afno_mse: batch = %lld overflows: %lld values per sample times the batch exceed "
+                         "INT64_MAX bytes",
+                         (long long)batch, (long long)per);
+  }
   s = afno_agree(m, s, "dist_afno_mse");
   if (s) return s;
   const afno_dims *d = &m->d;
-  const int64_t n = batch * d->Cout * d->hl * d->p0 * d->W;
+  const int64_t n = batch * d->Cout * d->hl * d->p0 * d->W; /* checked above */
   double acc[2] = {0.0, (double)n};
   for (int64_t i = 0; i < n; i++) acc[0] += ((double)y[i] - target[i]) * ((double)y[i] - target[i]);
   int64_t shape[1] = {2};

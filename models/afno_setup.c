@@ -184,6 +184,17 @@ dist_status afno_batch_prepare(dist_afno *m, int64_t B) {
   if (m->B == B) return DIST_SUCCESS;
   afno_batch_free(m);
   const afno_dims *d = &m->d;
+  /* Every buffer below is B times at most this many floats (complex: twice);
+   * check_config bounds it, but not B times it. */
+  int64_t per = d->Kin > d->Kout ? d->Kin : d->Kout, most;
+  if (d->D > per) per = d->D;
+  if (d->Hdl > per) per = d->Hdl;
+  if (per < 4) per = 4;
+  if (__builtin_mul_overflow(per * d->T, B, &most) || __builtin_mul_overflow(most, (int64_t)sizeof(float complex), &most))
+    return dist_set_error(DIST_ERR_INVALID_ARGUMENT,
+                          "dist_afno_forward: batch = %lld overflows: %lld floats per sample of the activations times "
+                          "the batch exceed INT64_MAX bytes",
+                          (long long)B, (long long)(per * d->T));
   dist_fft_options o = DIST_FFT_OPTIONS_INIT;
   o.group = d->sp_group;
   o.norm = DIST_FFT_NORM_ORTHO;

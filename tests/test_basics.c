@@ -696,12 +696,115 @@ static CU_TestInfo log_tests[] = {
     CU_TEST_INFO_NULL,
 };
 
+/* ---- sizes that overflow (issue 18) ---------------------------------------- */
+
+#include "split.h" /* dist__split_init, dist__tensor_span, dist__mem_* */
+
+static const int64_t T40 = (int64_t)1 << 40;
+
+/* dist_tensor_numel / _nbytes: -1 / SIZE_MAX when the count does not fit,
+ * never a wrapped count (2^80 elements read as 0). */
+static void test_numel_overflow(void) {
+  static char buf[8];
+  struct {
+    dist_dtype dt;
+    int ndim;
+    int64_t shape[3];
+    int64_t numel;
+    size_t nbytes;
+  } cases[] = {
+      {DIST_F32, 2, {T40, T40}, -1, SIZE_MAX},                     /* 2^80 wrapped to 0 */
+      {DIST_F32, 3, {(int64_t)1 << 31, (int64_t)1 << 31, 4}, -1, SIZE_MAX}, /* 2^64: also 0 */
+      {DIST_U8, 1, {INT64_MAX}, INT64_MAX, (size_t)INT64_MAX},
+      {DIST_U8, 2, {INT64_MAX, 1}, INT64_MAX, (size_t)INT64_MAX},
+      {DIST_U8, 2, {INT64_MAX, 2}, -1, SIZE_MAX},                  /* wrapped to -2 */
+      {DIST_F64, 1, {(int64_t)1 << 61}, (int64_t)1 << 61, SIZE_MAX}, /* bytes 2^64: wrapped to 0 */
+      {DIST_F64, 1, {(int64_t)1 << 59}, (int64_t)1 << 59, (size_t)1 << 62},
+      {DIST_C128, 1, {(int64_t)1 << 59}, (int64_t)1 << 59, SIZE_MAX}, /* bytes 2^63 > INT64_MAX */
+      {DIST_F32, 3, {T40, T40, 0}, 0, 0},                          /* 0 elements, whatever the rest */
+      {DIST_F32, 3, {0, T40, T40}, 0, 0},
+      {DIST_F32, 2, {3, -2}, -1, SIZE_MAX},                        /* a negative extent: was -6 */
+      {DIST_F32, 2, {3, 5}, 15, 60},
+      {DIST_F32, 0, {0}, 1, 4},                                    /* a scalar */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    unsigned before = CU_get_number_of_failures();
+    dist_tensor t = dist_tensor_host(buf, cases[i].dt, cases[i].ndim, cases[i].shape);
+    CU_ASSERT_EQUAL(dist_tensor_numel(&t), cases[i].numel);
+    CU_ASSERT_EQUAL(dist_tensor_nbytes(&t), cases[i].nbytes);
+    char what[32];
+    snprintf(what, sizeof what, "case %zu", i);
+    name_failure(before, what);
+  }
+  CU_ASSERT_EQUAL(dist_tensor_numel(NULL), 0);
+  CU_ASSERT_EQUAL(dist_tensor_nbytes(NULL), 0);
+}
+
+/* The split helper: sizes {8, INT64_MAX, INT64_MAX, 10} wrapped to 16 and
+ * passed; so did a whole whose outer x n x inner overflows. */
+static void test_split_overflow(void) {
+  static char buf[64];
+  dist__split s;
+  int64_t wrap[4] = {8, INT64_MAX, INT64_MAX, 10};
+  dist_tensor t = dist_tensor_host(buf, DIST_U8, 1, (int64_t[1]){16});
+  ASSERT_STATUS(dist__split_init(&s, &t, 0, 4, wrap, 0), DIST_ERR_INVALID_ARGUMENT);
+  ASSERT_MSG_HAS("overflow");
+  dist_tensor wide = dist_tensor_host(buf, DIST_F32, 3, (int64_t[3]){T40, 5, T40});
+  ASSERT_STATUS(dist__split_init(&s, &wide, 1, 1, (int64_t[1]){5}, 0), DIST_ERR_INVALID_ARGUMENT);
+  ASSERT_MSG_HAS("overflow");
+  ASSERT_STATUS(dist__split_init(&s, &wide, 1, 2, NULL, INT64_MAX), DIST_ERR_INVALID_ARGUMENT);
+  ASSERT_MSG_HAS("overflow");
+  CU_ASSERT_EQUAL(dist__tensor_span(&wide), -1);
+  /* A valid split still works: [2, 1 + 5, 3] f32 along dim 1. */
+  dist_tensor ok = dist_tensor_host(buf, DIST_F32, 3, (int64_t[3]){2, 6, 3});
+  CU_ASSERT_EQUAL(dist__tensor_span(&ok), 2 * 6 * 3 * 4);
+  ASSERT_OK(dist__split_init(&s, &ok, 1, 2, (int64_t[2]){1, 5}, 0));
+  size_t counts[2], displs[2];
+  dist__split_counts(&s, counts, displs);
+  CU_ASSERT_EQUAL(s.n, 6);
+  CU_ASSERT_EQUAL(counts[0], 6);
+  CU_ASSERT_EQUAL(counts[1], 30);
+  CU_ASSERT_EQUAL(displs[1], 6);
+  dist__split_free(&s);
+}
+
+/* Memory operations on sizes whose products overflow: an error, not a copy
+ * of a wrapped byte count (here 0 bytes, reported as done). */
+static void test_memops_overflow(void) {
+  static char a[64], b[64];
+  ASSERT_STATUS(dist__mem_copy2d(DIST_MEM_HOST, a, (size_t)T40, b, (size_t)T40, (size_t)T40, (size_t)T40),
+                DIST_ERR_INVALID_ARGUMENT);
+  ASSERT_MSG_HAS("overflow");
+  ASSERT_STATUS(dist__mem_copy2d(DIST_MEM_HOST, a, (size_t)1 << 33, b, (size_t)1 << 33, (size_t)1 << 33,
+                                 (size_t)1 << 31),
+                DIST_ERR_INVALID_ARGUMENT); /* exactly 2^64 bytes */
+  ASSERT_STATUS(dist__mem_index_select(DIST_MEM_HOST, a, b, 4, 1, (int64_t)1 << 62, 1024, NULL, 0),
+                DIST_ERR_INVALID_ARGUMENT);
+  ASSERT_MSG_HAS("overflow");
+  ASSERT_STATUS(dist__mem_index_add(DIST_MEM_HOST, a, b, DIST_F64, 1, (int64_t)1 << 62, 1024, NULL, 0),
+                DIST_ERR_INVALID_ARGUMENT);
+  /* Valid ones still work. */
+  memset(b, 7, sizeof b);
+  ASSERT_OK(dist__mem_copy2d(DIST_MEM_HOST, a, 8, b, 16, 8, 4));
+  CU_ASSERT_EQUAL(a[31], 7);
+  int64_t idx[2] = {1, 0};
+  ASSERT_OK(dist__mem_index_select(DIST_MEM_HOST, a, b, 4, 1, 2, 1, idx, 2));
+}
+
+static CU_TestInfo overflow_tests[] = {
+    {"tensor numel and nbytes", test_numel_overflow},
+    {"split helper", test_split_overflow},
+    {"memory operations", test_memops_overflow},
+    CU_TEST_INFO_NULL,
+};
+
 static CU_SuiteInfo suites[] = {
     {"status", NULL, NULL, NULL, NULL, status_tests},
     {"settings", NULL, NULL, NULL, NULL, settings_tests},
     {"device", NULL, NULL, NULL, NULL, device_tests},
     {"parse", NULL, NULL, NULL, NULL, parse_tests},
     {"log", NULL, NULL, NULL, NULL, log_tests},
+    {"overflow", NULL, NULL, NULL, NULL, overflow_tests},
     CU_SUITE_INFO_NULL,
 };
 

@@ -908,6 +908,67 @@ static void test_errors_one_rank(void) {
   }
 }
 
+/* Sizes that overflow (issue 18): shapes whose element or byte count does
+ * not fit int64 (f32[2^40, 2^40] wrapped to 0 elements and "reduced"
+ * successfully), and size arrays whose sum wraps ({8, INT64_MAX, INT64_MAX,
+ * 10} adds up to 16). Every rank passes them (each rank's own check fails),
+ * so every rank gets invalid argument with a message naming the argument and
+ * saying it overflows. The data buffer is never read: every call must stop in
+ * its checks. */
+static void test_errors_overflow(void) {
+  static uint8_t buf[256];
+  const dist_status INV = DIST_ERR_INVALID_ARGUMENT;
+  const int64_t T40 = (int64_t)1 << 40;
+
+  dist_tensor huge = dist_tensor_host(buf, DIST_F32, 2, (int64_t[2]){T40, T40}); /* 2^80 elements */
+  EXPECT_ERR(dist_all_reduce(NULL, &huge, DIST_SUM), INV, NONE, "'t'", "overflow");
+  EXPECT_ERR(dist_reduce(NULL, &huge, DIST_SUM, 0), INV, NONE, "'t'", "overflow");
+  EXPECT_ERR(dist_broadcast(NULL, &huge, 0), INV, NONE, "'t'", "overflow");
+  dist_tensor fat = dist_tensor_host(buf, DIST_F64, 1, (int64_t[1]){(int64_t)1 << 61}); /* 2^64 bytes */
+  EXPECT_ERR(dist_all_reduce(NULL, &fat, DIST_SUM), INV, NONE, "'t'", "overflow");
+  /* bf16[2^62 - 1] fits in bytes, but not as the f32 it is reduced in */
+  dist_tensor half = dist_tensor_host(buf, DIST_BF16, 1, (int64_t[1]){((int64_t)1 << 62) - 1});
+  EXPECT_ERR(dist_all_reduce(NULL, &half, DIST_SUM), INV, NONE, "'t'", "overflow");
+  dist_tensor small = dist_tensor_host(buf, DIST_F32, 2, (int64_t[2]){1, 1});
+  dist_tensor list[2] = {small, huge};
+  EXPECT_ERR(dist_all_reduce_fused(NULL, list, 2, DIST_SUM), INV, NONE, "tensors[1]", "overflow");
+  EXPECT_ERR(dist_all_gather(NULL, &small, &huge, 1), INV, NONE, "'out'", "overflow");
+  EXPECT_ERR(dist_all_to_all(NULL, &huge, &huge, 0), INV, NONE, "'in'", "overflow");
+
+  if (W == 1) return; /* one rank: no product or sum over ranks to overflow */
+  /* Equal extents whose sum over the ranks overflows. */
+  int64_t e = INT64_MAX / W + 1;
+  dist_tensor part = dist_tensor_host(buf, DIST_U8, 1, &e), one = dist_tensor_host(buf, DIST_U8, 1, (int64_t[1]){1});
+  EXPECT_ERR(dist_all_gather(NULL, &part, &one, 0), INV, NONE, "'in'", "overflow");
+  EXPECT_ERR(dist_gather_v(NULL, &part, &one, 0, NULL, 0), INV, NONE, "'in'", "overflow");
+  EXPECT_ERR(dist_scatter_v(NULL, &one, &part, 0, NULL, 0), INV, NONE, "'out'", "overflow");
+
+  /* Size arrays whose sum wraps: {8, INT64_MAX} at 2 ranks, {8, INT64_MAX,
+   * INT64_MAX} (6) at 3, {8, INT64_MAX, INT64_MAX, 10} (16) at 4. Each rank's
+   * tensors fit its own entry and the wrapped sum. A rank whose own entry is
+   * INT64_MAX holds a tensor too large for a collective (u8 counts as the i64
+   * of an average): its message names that tensor; the others', the sizes. */
+  int64_t S[64];
+  uint64_t wrapped = 0;
+  for (int r = 0; r < W; r++) {
+    S[r] = r == 1 || r == 2 ? INT64_MAX : r == 0 ? 8 : 10;
+    wrapped += (uint64_t)S[r];
+  }
+  int64_t sum = (int64_t)wrapped > 0 ? (int64_t)wrapped : 1;
+  int huge_mine = S[R] == INT64_MAX;
+  dist_tensor mine = dist_tensor_host(buf, DIST_U8, 1, &S[R]), whole = dist_tensor_host(buf, DIST_U8, 1, &sum);
+  EXPECT_ERR(dist_all_gather_v(NULL, &mine, &whole, 0, S), INV, NONE, huge_mine ? "'in'" : "sizes", "overflow");
+  EXPECT_ERR(dist_gather_v(NULL, &mine, &whole, 0, S, 0), INV, NONE, huge_mine ? "'in'" : "sizes", "overflow");
+  EXPECT_ERR(dist_scatter_v(NULL, &whole, &mine, 0, S, 0), INV, NONE, huge_mine ? "'out'" : "sizes", "overflow");
+  EXPECT_ERR(dist_reduce_scatter_v(NULL, &whole, &mine, 0, S, DIST_SUM), INV, NONE, huge_mine ? "'out'" : "sizes",
+             "overflow");
+  EXPECT_ERR(dist_all_to_all_v(NULL, &whole, &whole, 0, S, S), INV, NONE, "send_sizes", "overflow");
+  /* Send one slice to myself; expect INT64_MAX from every other rank. */
+  int64_t ss[64], rs[64];
+  for (int r = 0; r < W; r++) ss[r] = r == R, rs[r] = r == R ? 1 : INT64_MAX;
+  EXPECT_ERR(dist_all_to_all_v(NULL, &one, &one, 0, ss, rs), INV, NONE, "recv_sizes", "overflow");
+}
+
 /* The 16-bit conversions the references rely on, at known bit patterns. */
 static void test_conversions(void) {
   union {
@@ -970,6 +1031,7 @@ static CU_TestInfo nonblocking_tests[] = {
 static CU_TestInfo error_tests[] = {
     {"same bad argument everywhere", test_errors_everywhere},
     {"one rank differs", test_errors_one_rank},
+    {"sizes that overflow", test_errors_overflow},
     CU_TEST_INFO_NULL};
 static CU_TestInfo helper_tests[] = {{"16-bit conversions, dtype table", test_conversions}, CU_TEST_INFO_NULL};
 

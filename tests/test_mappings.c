@@ -315,7 +315,7 @@ static void test_adjoint_scatter_to(void) {
 static void test_adjoint_gather_from(void) {
   for (int k = 0; k < 2; k++)
     for (int dim = 0; dim < 3; dim++) {
-      int64_t sizes[MAXW];
+      int64_t sizes[MAXW] = {0};
       uneven(sizes, W, dim + k);
       dist_tensor x = tnew3(FLOATS[k], BASE, dim, sizes[R]), bx = tlike(&x);
       dist_tensor fx = tnew3(FLOATS[k], BASE, dim, offset_of(sizes, W)), y = tlike(&fx);
@@ -333,7 +333,7 @@ static void test_adjoint_gather_from(void) {
 static void test_adjoint_all_gather_v(void) {
   for (int k = 0; k < 2; k++)
     for (int dim = 0; dim < 3; dim++) {
-      int64_t sizes[MAXW];
+      int64_t sizes[MAXW] = {0};
       uneven(sizes, W, dim + 2 * k);
       dist_tensor x = tnew3(FLOATS[k], BASE, dim, sizes[R]), bx = tlike(&x);
       dist_tensor fx = tnew3(FLOATS[k], BASE, dim, offset_of(sizes, W)), y = tlike(&fx);
@@ -353,7 +353,7 @@ static void test_adjoint_gather_v(void) {
   for (int k = 0; k < 2; k++)
     for (int dim = 0; dim < 3; dim++) {
       int dst = (dim + k) % W;
-      int64_t sizes[MAXW];
+      int64_t sizes[MAXW] = {0};
       uneven(sizes, W, dim + k + 1);
       dist_tensor x = tnew3(FLOATS[k], BASE, dim, sizes[R]), bx = tlike(&x);
       dist_tensor fx = tnew3(FLOATS[k], BASE, dim, offset_of(sizes, W)), y = tlike(&fx);
@@ -373,7 +373,7 @@ static void test_adjoint_scatter_v(void) {
   for (int k = 0; k < 2; k++)
     for (int dim = 0; dim < 3; dim++) {
       int src = (dim + k + 1) % W;
-      int64_t sizes[MAXW];
+      int64_t sizes[MAXW] = {0};
       uneven(sizes, W, dim + 2);
       dist_tensor x = tnew3(FLOATS[k], BASE, dim, offset_of(sizes, W)), bx = tlike(&x), keep = tlike(&x);
       dist_tensor fx = tnew3(FLOATS[k], BASE, dim, sizes[R]), y = tlike(&fx);
@@ -528,7 +528,7 @@ static void test_forward_rooted_backwards(void) {
   for (int k = 0; k < 2; k++)
     for (int dim = 0; dim < 3; dim++) {
       int root = (W - 1 + dim) % W;
-      int64_t sizes[MAXW];
+      int64_t sizes[MAXW] = {0};
       uneven(sizes, W, dim + 1);
       dist_tensor part = tnew3(FLOATS[k], BASE, dim, sizes[R]), want_part = tlike(&part);
       dist_tensor full = tnew3(FLOATS[k], BASE, dim, offset_of(sizes, W)), want_full = tlike(&full);
@@ -843,6 +843,68 @@ static void test_errors_shapes(void) {
   tfree(7, &x, &bad, &chunk1, &x64, &other, &tbad, &ibad);
 }
 
+/* Sizes that overflow (issue 18): size arrays whose sums wrap ({8,
+ * INT64_MAX, INT64_MAX, 10} adds up to 16) and counts whose selected slices
+ * overflow in bytes. Every rank gets invalid argument with a message that
+ * says what overflows. The tensors' data are never read. */
+static void test_errors_overflow(void) {
+  static uint8_t buf[4096];
+  int64_t S[MAXW] = {0}, idx[MAXW] = {0};
+  uint64_t wrapped = 0;
+  for (int r = 0; r < W; r++) {
+    S[r] = r == 1 || r == 2 ? INT64_MAX : r == 0 ? 8 : 10;
+    wrapped += (uint64_t)S[r];
+  }
+  int64_t sum = (int64_t)wrapped > 0 ? (int64_t)wrapped : 1;
+  int huge_mine = S[R] == INT64_MAX; /* my tensor of that extent is itself too large (u8 counts as i64) */
+
+  /* indexed: send_counts add up to slices that overflow in bytes: 2^60 rows
+   * of 8 f32 to each other rank (1 to myself, at 1 rank 2^60 to myself); the
+   * check must come before the indices (W of them) are read. */
+  int64_t sc[MAXW], rc[MAXW];
+  for (int r = 0; r < W; r++) sc[r] = r == R && W > 1 ? 1 : (int64_t)1 << 60, rc[r] = sc[r];
+  if (W > 1)
+    for (int r = 0; r < W; r++) rc[r] = 1;
+  dist_tensor x = dist_tensor_host(buf, DIST_F32, 2, (int64_t[2]){4, 8});
+  dist_tensor xo = dist_tensor_host(buf, DIST_F32, 2, (int64_t[2]){W, 8}); /* at 1 rank the wrong extent: checked later */
+  EXPECT_BAD(dist_indexed_all_to_all_v(NULL, &x, 0, idx, sc, rc, &xo), "overflow");
+  ASSERT_MSG_HAS("send_counts");
+  EXPECT_BAD(dist_indexed_all_to_all_v_backward(NULL, &xo, 0, idx, sc, rc, &x), "overflow");
+
+  if (W == 1) return; /* one entry: no sum to overflow */
+  dist_tensor mine = dist_tensor_host(buf, DIST_U8, 1, &S[R]), whole = dist_tensor_host(buf, DIST_U8, 1, &sum);
+  /* gather_from backward: sizes wrap to the extent of grad_out */
+  EXPECT_BAD(dist_gather_from_parallel_region_backward(NULL, &whole, 0, S, &mine), "overflow");
+  ASSERT_MSG_HAS(huge_mine ? "'grad_in'" : "sizes"); /* the tensor by its name in this call */
+  EXPECT_BAD(dist_gather_from_parallel_region(NULL, &mine, 0, S, &whole), "overflow");
+  EXPECT_BAD(dist_all_gather_v_backward(NULL, &whole, &mine, 0, S), "overflow");
+  EXPECT_BAD(dist_scatter_v_backward(NULL, &whole, &mine, 0, S, 0), "overflow");
+  EXPECT_BAD(dist_gather_v_backward(NULL, &mine, &whole, 0, S, 0), "overflow");
+  /* indexed: counts that wrap (indices enough for the wrapped sum) */
+  int64_t many[64] = {0};
+  dist_tensor u = dist_tensor_host(buf, DIST_U8, 1, (int64_t[1]){4}), uo = dist_tensor_host(buf, DIST_U8, 1, &sum);
+  for (int r = 0; r < W; r++) sc[r] = S[r], rc[r] = r == R ? S[r] : 1;
+  EXPECT_BAD(dist_indexed_all_to_all_v(NULL, &u, 0, many, sc, rc, &uo), "overflow");
+  ASSERT_MSG_HAS("send_counts");
+  for (int r = 0; r < W; r++) sc[r] = r == R, rc[r] = r == R ? 1 : INT64_MAX;
+  EXPECT_BAD(dist_indexed_all_to_all_v(NULL, &u, 0, many, sc, rc, &uo), "overflow");
+  ASSERT_MSG_HAS("recv_counts");
+  /* transpose: split_sizes that wrap to dim0's extent (out valid on every
+   * rank: the sizes must be caught before out's shape is compared) */
+  dist_tensor tx = dist_tensor_host(buf, DIST_U8, 2, (int64_t[2]){sum, 1});
+  dist_tensor ty = dist_tensor_host(buf, DIST_U8, 2, (int64_t[2]){1, W});
+  EXPECT_BAD(dist_distributed_transpose(NULL, &tx, 0, 1, S, NULL, &ty), "overflow");
+  ASSERT_MSG_HAS("split_sizes");
+  EXPECT_BAD(dist_distributed_transpose_backward(NULL, &ty, 0, 1, S, NULL, &tx), "overflow");
+  /* transpose: cat_sizes that wrap; x holds my entry along dim1 (u8[1, S[me]]) */
+  int64_t split1[MAXW];
+  ref_split(1, W, split1);
+  dist_tensor cx = dist_tensor_host(buf, DIST_U8, 2, (int64_t[2]){1, S[R]});
+  dist_tensor cy = dist_tensor_host(buf, DIST_U8, 2, (int64_t[2]){split1[R], sum});
+  EXPECT_BAD(dist_distributed_transpose(NULL, &cx, 0, 1, NULL, S, &cy), "overflow");
+  ASSERT_MSG_HAS(huge_mine ? "'in'" : "cat_sizes");
+}
+
 /* A bad argument on one rank only: every rank gets an error (no hang), the
  * others' message names the rank; then the ranks are still in step. */
 static void test_errors_one_rank(void) {
@@ -918,6 +980,7 @@ static CU_TestInfo error_tests[] = {
     {"dims", test_errors_dims},
     {"sizes", test_errors_sizes},
     {"indices", test_errors_indices},
+    {"sizes that overflow", test_errors_overflow},
     {"shapes", test_errors_shapes},
     {"bad on one rank", test_errors_one_rank},
     CU_TEST_INFO_NULL};

@@ -100,10 +100,40 @@ static void test_bad_input(void) {
   CU_ASSERT_EQUAL(out[3], 1);
 }
 
+/* Sizes near INT64_MAX (issue 18): ceil(size/n) must not be computed as
+ * (size + n - 1) / n, which overflows there and gave negative chunks. */
+static void test_near_int64_max(void) {
+  const int64_t sizes[] = {INT64_MAX, INT64_MAX - 1, INT64_MAX - 6, INT64_MAX / 2 + 1, (int64_t)1 << 62};
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
+    for (int n = 1; n <= 9; n++) {
+      int64_t size = sizes[k], got[10];
+      ASSERT_OK(dist_compute_split_shapes(size, n, got));
+      int64_t ceil = size / n + (size % n != 0), expect0 = n == 1 || size - ceil * (n - 1) > 0 ? ceil : size / n;
+      uint64_t sum = 0; /* unsigned: a wrong split must not overflow the check itself */
+      int ok = got[0] == expect0;
+      for (int i = 0; i < n; i++) {
+        sum += (uint64_t)got[i];
+        ok &= got[i] >= 0 && (i == n - 1 || got[i] == got[0]);
+      }
+      ok &= sum == (uint64_t)size;
+      if (!ok) {
+        fprintf(stderr, "  split %lld/%d gave", (long long)size, n);
+        for (int i = 0; i < n; i++) fprintf(stderr, " %lld", (long long)got[i]);
+        fprintf(stderr, " (first should be %lld)\n", (long long)expect0);
+      }
+      CU_ASSERT_TRUE(ok);
+    }
+  int64_t two[2];
+  ASSERT_OK(dist_compute_split_shapes(INT64_MAX, 2, two));
+  CU_ASSERT_EQUAL(two[0], (int64_t)1 << 62);
+  CU_ASSERT_EQUAL(two[1], ((int64_t)1 << 62) - 1);
+}
+
 static CU_TestInfo split_tests[] = {
     {"table of hand-computed splits", test_table},
     {"properties for all small sizes", test_properties},
     {"bad input", test_bad_input},
+    {"sizes near INT64_MAX", test_near_int64_max},
     CU_TEST_INFO_NULL};
 
 static CU_SuiteInfo suites[] = {{"split shapes", NULL, NULL, NULL, NULL, split_tests}, CU_SUITE_INFO_NULL};

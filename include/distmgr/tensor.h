@@ -47,7 +47,17 @@ typedef struct dist_tensor {
 dist_tensor dist_tensor_host(void *data, dist_dtype dtype, int ndim, const int64_t *shape);
 dist_tensor dist_tensor_cuda(void *data, dist_dtype dtype, int device, int ndim, const int64_t *shape);
 
-int64_t dist_tensor_numel(const dist_tensor *t); /* product of the shape (1 for a scalar) */
+/* The product of the shape (1 for a scalar; 0 when an extent is 0), or -1
+ * when it does not exist as an int64_t: a negative extent, or extents whose
+ * product exceeds INT64_MAX (f32[2^40, 2^40]). 0 for a NULL tensor or an
+ * ndim out of range. Local.
+ * Every call rejects with DIST_ERR_INVALID_ARGUMENT, naming the tensor, one
+ * whose extents (zeros left out) times the element size exceed INT64_MAX
+ * bytes, with 16-bit floats counted at the 4 bytes of the f32 they are
+ * reduced in and u8 at the 8 bytes of an average's i64. */
+int64_t dist_tensor_numel(const dist_tensor *t);
+/* numel times the dtype size; SIZE_MAX when numel is -1 or the byte count
+ * exceeds INT64_MAX (f64[2^61]); 0 for a NULL tensor. Local. */
 size_t dist_tensor_nbytes(const dist_tensor *t);
 size_t dist_dtype_size(dist_dtype dtype); /* 0 for an unknown dtype */
 const char *dist_dtype_name(dist_dtype dtype); /* "f32", ..., "u8"; "unknown" otherwise */
