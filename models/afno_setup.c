@@ -1,5 +1,6 @@
 /* AFNO setup: the configuration check, this rank's sizes from the groups it
  * finds by name, and the batch-dependent buffers and FFT plan. */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +75,20 @@ static dist_status check_config(const dist_afno_config *c) {
   if (tokens * (c->in_channels + c->out_channels + 8.0 * c->embed_dim * (c->mlp_ratio + 2)) > 4e18 / 16)
     return BAD("sizes overflow: %lld x %lld image with embed_dim %d", (long long)c->inp_shape[0],
                (long long)c->inp_shape[1], c->embed_dim);
+  /* Patch features (int) and the parameter arenas (every parameter's count). */
+  int k;
+  if (__builtin_mul_overflow(c->in_channels, c->patch_size[0], &k) || __builtin_mul_overflow(k, c->patch_size[1], &k) ||
+      __builtin_mul_overflow(c->out_channels, c->patch_size[0], &k) || __builtin_mul_overflow(k, c->patch_size[1], &k))
+    return BAD("sizes overflow: in_channels %d / out_channels %d times patch_size [%d, %d] exceed INT_MAX features",
+               c->in_channels, c->out_channels, c->patch_size[0], c->patch_size[1]);
+  if (c->depth > (INT_MAX - 4) / 12) return BAD("depth = %d overflows the parameter table", c->depth);
+  double D = c->embed_dim, Hd = floor(D * c->mlp_ratio), bs = D / c->num_blocks,
+         patch = (double)c->patch_size[0] * c->patch_size[1], grid = tokens / patch;
+  double params = D * ((c->in_channels + c->out_channels) * patch + grid + 1) +
+                  (double)c->depth * (4 * D * bs + 4 * D + 2 * D * Hd + Hd + 4 * D);
+  if (params > 4e18 / 16)
+    return BAD("sizes overflow: %.3g parameters (embed_dim %d, depth %d, mlp_ratio %g, patch_size [%d, %d])", params,
+               c->embed_dim, c->depth, c->mlp_ratio, c->patch_size[0], c->patch_size[1]);
   return DIST_SUCCESS;
 }
 
