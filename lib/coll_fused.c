@@ -52,6 +52,27 @@ static dist_status reduce_kind(dist__call *c, dist_tensor *ts, int n, dist_dtype
   return s;
 }
 
+/* The packed buffer of each (kind, memory) must not wrap: a sum of counts
+ * that each fit can still overflow (16 u8 tensors of 2^60 elements). Counted
+ * in the widest form a kind takes (u8 averages reduce in i64). */
+static dist_status check_totals(const dist__call *c, const dist_tensor *ts, int n) {
+  for (int m = DIST_MEM_HOST; m <= DIST_MEM_CUDA; m++)
+    for (int k = 0; k < DIST_DTYPE_COUNT; k++) {
+      int64_t total = 0, bytes;
+      for (int i = 0; i < n; i++)
+        if ((int)wire_type(ts[i].dtype) == k && (int)ts[i].memory == m &&
+            __builtin_add_overflow(total, dist_tensor_numel(&ts[i]), &total))
+          total = -1;
+      size_t es = dist_dtype_size(dist__wire_type((dist_dtype)k, DIST_AVG));
+      if (total < 0 || __builtin_mul_overflow(total, (int64_t)es, &bytes) || (uint64_t)bytes > SIZE_MAX)
+        return dist__error(DIST_ERR_INVALID_ARGUMENT,
+                           "%s: the %s tensors together overflow: their element counts add up to more than the "
+                           "%lld elements of %zu bytes one buffer can hold",
+                           c->what, dist_dtype_name((dist_dtype)k), (long long)(INT64_MAX / (int64_t)es), es);
+    }
+  return DIST_SUCCESS;
+}
+
 static dist_status fused(const char *what, const char *group, dist_tensor *ts, int n, dist_reduce_op op) {
   dist__call c;
   DIST_CHECK(dist__call_begin(&c, what, group));
@@ -70,8 +91,12 @@ static dist_status fused(const char *what, const char *group, dist_tensor *ts, i
       h = dist__hash(h, &c.sig, sizeof c.sig);
     }
   }
+  if (!s) s = check_totals(&c, ts, n);
   if (!s) {
+    dist__sig keep = c.sig; /* its kind and call number stay */
     memset(&c.sig, 0, sizeof c.sig);
+    memcpy(c.sig.kind, keep.kind, sizeof c.sig.kind);
+    c.sig.seq = keep.seq;
     c.sig.op = op;
     c.sig.aux = n;
     c.sig.sizes = h; /* every tensor's dtype and shape, in order */

@@ -211,6 +211,8 @@ static void test_settings_invalid(void) {
   expect_bad_setting("DIST_TIMEOUT=-1", "DIST_TIMEOUT");
   expect_bad_setting("DIST_TIMEOUT=10s", "DIST_TIMEOUT");
   expect_bad_setting("DIST_TIMEOUT=nan", "DIST_TIMEOUT");
+  expect_bad_setting("DIST_TIMEOUT=0x10", "DIST_TIMEOUT");
+  expect_bad_setting("DIST_TIMEOUT=1e3", "DIST_TIMEOUT");
   expect_bad_setting("DIST_TIMEOUT=", "DIST_TIMEOUT");
   /* The message also quotes the offending value. */
   expect_bad_setting("DIST_INIT_METHOD=pbs", "pbs");

@@ -16,6 +16,7 @@
 
 #include "cunit_main.h"
 #include "coll_values.h" /* groups, dtypes, seeded values */
+#include "fault.h"       /* dist__fault_site: one rank sends a malformed check word */
 
 static int W, R;    /* world size and rank from MPI itself */
 static uint64_t seq; /* seed of the next check: the same sequence on every rank */
@@ -1028,8 +1029,32 @@ static CU_TestInfo nonblocking_tests[] = {
     {"several in flight, any order", test_nonblocking},
     {"free in flight", test_free_in_flight},
     CU_TEST_INFO_NULL};
+/* A check word no rank could have sent (what a rank outside the check round,
+ * e.g. in a data all-reduce, contributes): an error on every rank, never a
+ * status or rank decoded from garbage. */
+static void test_errors_malformed_word(void) {
+  if (W < 2) return;
+  float x[4] = {0};
+  dist_tensor t = dist_tensor_host(x, DIST_F32, 1, (int64_t[1]){4});
+  if (R == 1) dist__fault_site = "round_word";
+  EXPECT_ERR(dist_all_reduce(NULL, &t, DIST_SUM), DIST_ERR_MISMATCH, NONE, "malformed check word", NULL);
+  CU_ASSERT_PTR_NULL(dist__fault_site);
+}
+
+/* Many tensors whose counts each fit but whose sum does not: an error, not
+ * a wrapped buffer size (16 x (2^60 - 1) + 17 u8 elements wrap to 1). */
+static void test_errors_fused_overflow(void) {
+  static uint8_t dummy[32];
+  dist_tensor ts[17];
+  for (int i = 0; i < 16; i++) ts[i] = dist_tensor_host(dummy, DIST_U8, 1, (int64_t[1]){((int64_t)1 << 60) - 1});
+  ts[16] = dist_tensor_host(dummy, DIST_U8, 1, (int64_t[1]){17});
+  EXPECT_ERR(dist_all_reduce_fused(NULL, ts, 17, DIST_SUM), DIST_ERR_INVALID_ARGUMENT, NONE, "u8", "overflow");
+}
+
 static CU_TestInfo error_tests[] = {
+    {"fused tensors whose total overflows", test_errors_fused_overflow},
     {"same bad argument everywhere", test_errors_everywhere},
+    {"a malformed check word", test_errors_malformed_word},
     {"one rank differs", test_errors_one_rank},
     {"sizes that overflow", test_errors_overflow},
     CU_TEST_INFO_NULL};
