@@ -49,5 +49,8 @@ SANITIZE_LAUNCHER="mpirun --oversubscribe --allow-run-as-root --mca pml ob1 -x A
 ASAN_OPTIONS="detect_leaks=1:fast_unwind_on_malloc=0${SANITIZER_LOG_DIR:+:log_path=$SANITIZER_LOG_DIR/asan}"
 LSAN_OPTIONS="suppressions=$_san_dir/lsan.supp:print_suppressions=0"
 UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-export ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS
+# SANITIZER_SKIP_SLOW: tests/surrogate.sh (the whole example pipeline) skips
+# itself visibly: about 50x slower here, beyond its time limits.
+SANITIZER_SKIP_SLOW=1
+export ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS SANITIZER_SKIP_SLOW
 unset _san_dir
