@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "faults.h"
 
@@ -153,5 +154,17 @@ void dist__faults_note(int r, char *buf, size_t n) {
     const notice *m = inbox[r * DIST__FAULT_TYPES + t];
     if (m && !(t == DIST__FAULT_PRECHECK && same_precheck(m)))
       k += (size_t)snprintf(buf + k, n - k, "; rank %d had announced: %s", r, m->text[0] ? m->text : why(m));
+  }
+}
+
+void dist__faults_flush(double seconds) {
+  dist__manager *m = &dist__state;
+  double t0 = MPI_Wtime();
+  /* Drive MPI's progress so the notices leave (with UCX a send can need the
+   * sender's progress), while the others' waits report them. */
+  while (MPI_Wtime() - t0 < seconds) {
+    int flag = 0;
+    if (open_) MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, m->faults, &flag, MPI_STATUS_IGNORE);
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
   }
 }

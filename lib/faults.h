@@ -27,6 +27,9 @@ void dist__faults_announce(dist__fault_type type, const char *key, const char *t
 /* Receive pending notices; if one means the current call (dist__state.cur)
  * can never complete, write the error and return it. Local. */
 dist_status dist__faults_check(void);
+/* Keep MPI progressing for `seconds` so that notices just sent leave this
+ * process before it ends. Local. */
+void dist__faults_flush(double seconds);
 /* Append to buf what world rank `r` has announced, if anything ("; rank 1
  * announced: ..."), for mismatch messages. Local. */
 void dist__faults_note(int r, char *buf, size_t n);

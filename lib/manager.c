@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <time.h>
 
 #include "board.h"
 #include "coll_call.h"
@@ -81,7 +80,7 @@ static void end_job(void) {
   fprintf(stderr, "distmgr: %s\n", msg);
   fflush(stderr);
   dist__faults_announce(DIST__FAULT_EXIT, NULL, msg);
-  nanosleep(&(struct timespec){0, 300000000}, NULL);
+  dist__faults_flush(1.0);
   MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
