@@ -121,17 +121,6 @@ dist_status dist__agree(MPI_Comm comm, dist_status mine, const char *what) {
   return s;
 }
 
-dist_status dist__agree_hash(MPI_Comm comm, uint64_t hash, const char *what) {
-  int differs;
-  dist_status s = agree_round(comm, DIST_SUCCESS, hash, what, &differs);
-  if (differs)
-    return dist__error(DIST_ERR_MISMATCH,
-                       "%s: ranks called it with different arguments or in a different order (creations are "
-                       "collective over the world, in the same order on every rank)",
-                       what);
-  return s;
-}
-
 dist_status dist__agree_status_hash(MPI_Comm comm, dist_status mine, uint64_t hash, const char *what) {
   int differs;
   dist_status s = agree_round(comm, mine, hash, what, &differs);

@@ -5,7 +5,7 @@
 
 #include "board.h"
 
-#define GROUPS 128
+#define GROUPS DIST__TRACKED_GROUPS
 #define ANSWER_SECONDS 1.0 /* how long a timed-out rank waits for each peer's entry */
 
 typedef struct entry {

@@ -30,17 +30,14 @@ dist_status dist__call_lookup(dist__call *c, const char *what, const char *group
 }
 
 dist_status dist__call_begin(dist__call *c, const char *what, const char *group) {
-  memset(c, 0, sizeof *c);
-  c->what = what;
-  c->sig.dim = c->sig.op = c->sig.root = -1; /* "not used by this call" in messages */
-  snprintf(c->sig.kind, sizeof c->sig.kind, "%s", what);
   DIST_CHECK(dist__require_initialized(what));
   DIST_CHECK(dist__require_usable(what));
-  if (dist__group_find(group, &c->g))
-    return precheck_failed(dist__error_context(DIST_ERR_UNKNOWN_GROUP, "%s", what), what, group);
-  /* Not announced: the members know this rank is not one of them and do not wait for it. */
-  if (c->g->comm == MPI_COMM_NULL)
-    return dist__error(DIST_ERR_NOT_MEMBER, "%s: this rank is not a member of group '%s'", what, c->g->name);
+  dist_status s = dist__call_lookup(c, what, group);
+  if (s == DIST_ERR_UNKNOWN_GROUP) return precheck_failed(s, what, group);
+  /* Not announced otherwise: the members know a non-member does not come. */
+  DIST_CHECK(s);
+  c->sig.dim = c->sig.op = c->sig.root = -1; /* "not used by this call" in messages */
+  snprintf(c->sig.kind, sizeof c->sig.kind, "%s", what);
   dist__call_enter(what, c->g);
   c->sig.seq = c->g->seq;
   return DIST_SUCCESS;

@@ -7,7 +7,7 @@
 #include "faults.h"
 
 #define TAG 0x0fa7
-#define GROUPS 128  /* call counts carried per notice; groups beyond count as "not arrived" */
+#define GROUPS DIST__TRACKED_GROUPS
 #define KEYS 256    /* PRECHECK failures remembered for matching */
 #define OUTBOX 16   /* send buffers, reused in turn: a notice is long delivered when its slot comes round */
 

@@ -23,6 +23,10 @@ typedef struct dist__group {
   uint64_t seq;        /* collective calls begun on this group by this rank */
 } dist__group;
 
+/* Groups (by creation index) whose call counts the fault notices and the
+ * progress board carry; later groups count as "not arrived". */
+#define DIST__TRACKED_GROUPS 128
+
 /* The collective this rank is in (for waits: messages, fault checks). */
 typedef struct dist__current {
   const char *what;
@@ -67,9 +71,6 @@ dist_status dist__mpi_error(int code, const char *call);
  * own message; others get one naming the rank whose code won. */
 dist_status dist__agree(MPI_Comm comm, dist_status mine, const char *what);
 
-/* Check with one all-reduce that every rank passes the same 64-bit `hash` for
- * the collective call `what`; DIST_ERR_MISMATCH on every rank otherwise. */
-dist_status dist__agree_hash(MPI_Comm comm, uint64_t hash, const char *what);
 /* Both in one all-reduce: the worst local status (as dist__agree) and whether
  * every rank passed the same hash. A hash mismatch returns DIST_ERR_MISMATCH
  * without a message: the caller writes one naming what differs. */
