@@ -17,6 +17,7 @@
  *   --quick: one 128 x 128 size, 2 steps (CI smoke run)
  * Environment: LAUNCHER (as for make check). */
 #define _GNU_SOURCE 1
+#include "config.h" /* DIST_DEFAULT_LAUNCHER: the launcher of the MPI this build uses */
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -210,7 +211,7 @@ int main(int argc, char **argv) {
   if (o.quick) snprintf(o.sizes, sizeof o.sizes, "128"), o.steps = 2, o.warmup = 1;
 
   const char *launcher = getenv("LAUNCHER");
-  if (!launcher || !*launcher) launcher = "mpirun --oversubscribe --allow-run-as-root -n";
+  if (!launcher || !*launcher) launcher = DIST_DEFAULT_LAUNCHER;
   /* Debian's OpenBLAS 0.3.21 falls back to SSE3 kernels on CPUs newer than
    * itself (see models/afno_model.c): name the right ones, as a user would. */
   __builtin_cpu_init();

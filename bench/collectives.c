@@ -21,6 +21,7 @@
  * --quick (the CI smoke run): sizes up to 1 MiB and 3 rounds.
  * Exits non-zero only on errors (a failed call, a wrong result), never on a
  * missed target: those are reported in the `ratio:` lines. */
+#include "config.h" /* DIST_DEFAULT_LAUNCHER: the launcher of the MPI this build uses */
 #include <distmgr.h>
 #include <distmgr/mpi.h>
 #include <limits.h>
@@ -360,7 +361,7 @@ int main(int argc, char **argv) {
   if (mode == 1) return worker(&o);
 
   const char *launcher = getenv("LAUNCHER");
-  if (!launcher || !*launcher) launcher = "mpirun --oversubscribe --allow-run-as-root -n";
+  if (!launcher || !*launcher) launcher = DIST_DEFAULT_LAUNCHER;
   /* The libtool wrapper re-execs the real binary; launch what we are. */
   char self[4096];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);

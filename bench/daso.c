@@ -40,6 +40,7 @@
  * two-nodes.sh; default: found next to the program or in ./tests),
  * TWO_NODES_PREFIX (namespace names; default bdaso<pid>).
  * Exits non-zero only on errors, never on a missed target. */
+#include "config.h" /* DIST_DEFAULT_LAUNCHER: the launcher of the MPI this build uses */
 #include <distmgr.h>
 #include <distmgr/mpi.h>
 #include <math.h>
@@ -740,7 +741,7 @@ int main(int argc, char **argv) {
     g_up = 0;
   } else {
     const char *launcher = getenv("LAUNCHER");
-    if (!launcher || !*launcher) launcher = "mpirun --oversubscribe --allow-run-as-root -n";
+    if (!launcher || !*launcher) launcher = DIST_DEFAULT_LAUNCHER;
     printf("bench/daso: 4 ranks as 2 nodes of 2 on one machine (DIST_RANKS_PER_NODE=2; launcher: %s 4)\n", launcher);
     snprintf(cmd, sizeof cmd, "timeout -k 10 %d %s %d '%s' %s --ranks-per-node %d 2>&1", limit, launcher, NP, self, args,
              RANKS_PER_NODE);

@@ -11,6 +11,7 @@
  * distmgr's own work after the application initialized MPI.
  *
  * Usage: bench/init [--ranks 2,4] [--reps 9]      (LAUNCHER as for make check) */
+#include "config.h" /* DIST_DEFAULT_LAUNCHER: the launcher of the MPI this build uses */
 #include <distmgr.h>
 #include <distmgr/mpi.h>
 #include <stdio.h>
@@ -115,7 +116,7 @@ int main(int argc, char **argv) {
   }
   if (reps < 1 || reps > 100) return fprintf(stderr, "bench/init: --reps must be 1..100\n"), 2;
   const char *launcher = getenv("LAUNCHER");
-  if (!launcher || !*launcher) launcher = "mpirun --oversubscribe --allow-run-as-root -n";
+  if (!launcher || !*launcher) launcher = DIST_DEFAULT_LAUNCHER;
   /* The libtool wrapper re-execs the real binary; launch what we are. */
   char self[4096];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);

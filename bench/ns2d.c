@@ -25,6 +25,7 @@
  *   --quick: one 64 x 64 size, 3 steps x 2 blocks (CI smoke run)
  * Environment: LAUNCHER (as for make check), PYTHON. */
 #define _GNU_SOURCE 1
+#include "config.h" /* DIST_DEFAULT_LAUNCHER: the launcher of the MPI this build uses */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -299,7 +300,7 @@ int main(int argc, char **argv) {
   if (o.quick) o.sizes[0] = 64, o.nsizes = 1, o.steps = 3, o.repeats = 2, o.warmup = 1;
 
   const char *launcher = getenv("LAUNCHER");
-  if (!launcher || !*launcher) launcher = "mpirun --oversubscribe --allow-run-as-root -n";
+  if (!launcher || !*launcher) launcher = DIST_DEFAULT_LAUNCHER;
   /* Debian's OpenBLAS 0.3.21 falls back to SSE3 kernels on newer CPUs (see
    * models/afno_model.c): name the right ones for the training runs. */
   __builtin_cpu_init();

@@ -38,6 +38,7 @@
  * --quick (CI smoke run): 40 tensors (about 11 MiB) and 3 rounds.
  * Exits non-zero only on errors (a failed call, a wrong result), never on a
  * missed target: those are reported in the `ratio:` lines. */
+#include "config.h" /* DIST_DEFAULT_LAUNCHER: the launcher of the MPI this build uses */
 #include <distmgr.h>
 #include <distmgr/mpi.h>
 #include <math.h>
@@ -490,7 +491,7 @@ int main(int argc, char **argv) {
   if (mode == 1) return worker(&o);
 
   const char *launcher = getenv("LAUNCHER");
-  if (!launcher || !*launcher) launcher = "mpirun --oversubscribe --allow-run-as-root -n";
+  if (!launcher || !*launcher) launcher = DIST_DEFAULT_LAUNCHER;
   char self[4096]; /* the libtool wrapper re-execs the real binary: launch that */
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) return fprintf(stderr, "bench/reducer: cannot find own path\n"), 1;
