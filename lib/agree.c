@@ -37,10 +37,11 @@ static void round_op(void *in, void *inout, int *len, MPI_Datatype *type) {
   }
 }
 
+static MPI_Op rop = MPI_OP_NULL;
+static MPI_Datatype rtype = MPI_DATATYPE_NULL;
+
 static dist_status round_handles(MPI_Op *op, MPI_Datatype *type) {
-  static MPI_Op rop = MPI_OP_NULL;
-  static MPI_Datatype rtype = MPI_DATATYPE_NULL;
-  if (rop == MPI_OP_NULL) { /* local calls, made once; MPI_Finalize releases them */
+  if (rop == MPI_OP_NULL) { /* local calls, made once per initialize */
     if (MPI_Type_contiguous(4, MPI_INT64_T, &rtype) != MPI_SUCCESS || MPI_Type_commit(&rtype) != MPI_SUCCESS ||
         MPI_Op_create(round_op, 1, &rop) != MPI_SUCCESS)
       return dist__error(DIST_ERR_MPI, "creating the control reduction failed");
@@ -48,6 +49,17 @@ static dist_status round_handles(MPI_Op *op, MPI_Datatype *type) {
   *op = rop;
   *type = rtype;
   return DIST_SUCCESS;
+}
+
+/* Freed at finalize: MPICH reports handles still alive at MPI_Finalize as
+ * leaks ("yaksa: 1 leaked handle pool objects") on every rank. */
+void dist__round_free(void) {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && rop != MPI_OP_NULL) MPI_Op_free(&rop);
+  if (!finalized && rtype != MPI_DATATYPE_NULL) MPI_Type_free(&rtype);
+  rop = MPI_OP_NULL;
+  rtype = MPI_DATATYPE_NULL;
 }
 
 dist__round dist__round_init(MPI_Comm comm, dist_status local, uint64_t hash) {
@@ -78,12 +90,18 @@ dist_status dist__round_run(MPI_Comm comm, dist__round *r, const char *call) {
 dist_status dist__round_failure(MPI_Comm comm, const dist__round *r, dist_status local, const char *what,
                                 const char *where) {
   if (!r->out[0]) return DIST_SUCCESS;
-  if (local) return local; /* keep this rank's own message */
   int size = 1;
   MPI_Comm_size(comm, &size);
   long code = -(long)(r->out[0] >> 32);
   long who = 0x7FFFFFFF - (long)(r->out[0] & 0xFFFFFFFF);
-  if (code >= 0 || !dist__status_valid(code) || who < 0 || who >= size)
+  int valid = code < 0 && dist__status_valid(code) && who >= 0 && who < size;
+  if (local) { /* this rank's own message, under the code every rank returns */
+    if (!valid || code == local) return local;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", dist_last_error());
+    return dist__error((dist_status)code, "%s", msg);
+  }
+  if (!valid)
     return dist__error(DIST_ERR_MISMATCH,
                        "%s%s: a rank sent a malformed check word (%#llx): ranks are in different calls or run "
                        "different distmgr builds",
@@ -121,8 +139,7 @@ dist_status dist__agree(MPI_Comm comm, dist_status mine, const char *what) {
   return s;
 }
 
-dist_status dist__agree_status_hash(MPI_Comm comm, dist_status mine, uint64_t hash, const char *what) {
-  int differs;
-  dist_status s = agree_round(comm, mine, hash, what, &differs);
-  return differs ? DIST_ERR_MISMATCH : s; /* the caller names what differs */
+dist_status dist__agree_status_hash(MPI_Comm comm, dist_status mine, uint64_t hash, const char *what, int *differs) {
+  dist_status s = agree_round(comm, mine, hash, what, differs);
+  return *differs ? DIST_ERR_MISMATCH : s; /* the caller names what differs */
 }

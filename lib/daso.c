@@ -99,8 +99,9 @@ static dist_status setup(dist_daso *d, const dist_daso_options *o, const char *w
   /* Every node must have as many ranks as every other (Heat's requirement too). */
   int sizes[2] = {0, 0}, ext[2];
   if (!s) sizes[0] = d->local->size, sizes[1] = -d->local->size;
-  s = dist__agree_status_hash(dist__state.world, s, options_hash(o), what);
-  if (s == DIST_ERR_MISMATCH) return dist__error(s, "%s: ranks passed different options", what);
+  int differs;
+  s = dist__agree_status_hash(dist__state.world, s, options_hash(o), what, &differs);
+  if (differs) return dist__error(s, "%s: ranks passed different options", what);
   if (!s && MPI_Allreduce(sizes, ext, 2, MPI_INT, MPI_MAX, dist__state.world) != MPI_SUCCESS)
     s = dist__error(DIST_ERR_MPI, "%s: MPI_Allreduce", what);
   if (!s && ext[0] != -ext[1])
@@ -123,7 +124,8 @@ dist_status dist_daso_create(dist_optim *opt, const dist_daso_options *o, dist_d
                                                    !out ? "out" : !opt ? "optimizer" : "options")
                                      : DIST_SUCCESS;
   /* Still agree after a NULL, else the other ranks would wait for this one. */
-  s = s ? dist__agree_status_hash(dist__state.world, s, 0, what) : setup(d, o, what);
+  int differs;
+  s = s ? dist__agree_status_hash(dist__state.world, s, 0, what, &differs) : setup(d, o, what);
   if (s) {
     free(d);
     return s;

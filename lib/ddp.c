@@ -200,8 +200,9 @@ dist_status dist_ddp_create(dist_params *p, const dist_ddp_options *o, dist_ddp 
   if (!s) s = dist__ddp_alloc_buffers(d);
   d->rebuild_pending = opt.rebuild_buckets;
   if (!s && opt.progress == DIST_DDP_PROGRESS_THREAD) s = dist__ddp_progress_check();
-  dist_status agreed = dist__agree_status_hash(g->comm, s, options_hash(&opt, d->has_hook), what);
-  if (agreed == DIST_ERR_MISMATCH)
+  int differs;
+  dist_status agreed = dist__agree_status_hash(g->comm, s, options_hash(&opt, d->has_hook), what, &differs);
+  if (differs)
     agreed = dist__error(DIST_ERR_MISMATCH, "%s: ranks passed different options (bucket caps, view, unused, compress, "
                          "hook, progress or rebuild)", what);
   /* Steps that can still fail locally (the options are agreed, so every

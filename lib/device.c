@@ -3,20 +3,26 @@
 #include "internal.h"
 #include "state.h"
 
+#include <stdio.h>
+#include <string.h>
+
 #ifdef HAVE_CUDA
 #include <cuda_runtime.h>
 #endif
 
 const char *dist_device_kind_name(dist_device_kind kind) { return kind == DIST_DEVICE_CUDA ? "cuda" : "cpu"; }
 
-dist_status dist__device_choose(int setting, int visible, int local_rank, dist_device *out) {
+dist_status dist__device_choose(int setting, int visible, const char *why, int local_rank, dist_device *out) {
   dist_device d = {DIST_DEVICE_CPU, 0};
+  if (setting == DIST__DEVICE_CUDA && visible <= 0)
+    return dist__error(DIST_ERR_SETTING, "DIST_DEVICE=cuda but this process can use no CUDA device (%s)",
+                       why && *why ? why : "none visible");
   if (setting >= 0) {
     if (setting >= visible)
       return dist__error(DIST_ERR_SETTING, "DIST_DEVICE=%d but this process sees %d CUDA device(s)", setting, visible);
     d.kind = DIST_DEVICE_CUDA;
     d.index = setting;
-  } else if (setting == DIST__DEVICE_AUTO && visible > 0) {
+  } else if ((setting == DIST__DEVICE_AUTO || setting == DIST__DEVICE_CUDA) && visible > 0) {
     /* One visible device (CUDA_VISIBLE_DEVICES or srun --gpus-per-task) is
      * device 0 whatever the local rank; several are shared round-robin. */
     d.kind = DIST_DEVICE_CUDA;
@@ -26,19 +32,46 @@ dist_status dist__device_choose(int setting, int visible, int local_rank, dist_d
   return DIST_SUCCESS;
 }
 
-int dist__device_visible_count(void) {
+int dist__device_visible_count(char *why, size_t len) {
+  snprintf(why, len, "%s", "");
 #ifdef HAVE_CUDA
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
-    dist_log(DIST_LOG_INFO, "no CUDA device in use: cudaGetDeviceCount: %s", cudaGetErrorString(e));
+    snprintf(why, len, "cudaGetDeviceCount: %s", cudaGetErrorString(e));
     (void)cudaGetLastError(); /* reset the error state for later CUDA calls */
     return 0;
   }
+  if (n == 0) snprintf(why, len, "cudaGetDeviceCount found no device");
   return n;
 #else
+  snprintf(why, len, "distmgr was built without CUDA");
   return 0;
 #endif
+}
+
+int dist__device_notes(const int64_t *rows, int size, int me, int *a, int *b, int *n) {
+  const int64_t *mine = rows + (size_t)me * DIST__ROW_WORDS;
+  int notes = 0, first_fallback = -1, first_sharer = -1;
+  *a = *b = -1;
+  *n = 0;
+  for (int q = 0; q < size; q++) {
+    const int64_t *r = rows + (size_t)q * DIST__ROW_WORDS;
+    if (r[DIST__ROW_LEADER] != mine[DIST__ROW_LEADER]) continue;
+    (*n)++;
+    if (first_fallback < 0 && (r[DIST__ROW_DEVFLAGS] & DIST__DEV_FELL_BACK)) first_fallback = q;
+    if (first_sharer >= 0 || !r[DIST__ROW_DEVKEY]) continue;
+    for (int p = q + 1; p < size; p++) {
+      const int64_t *o = rows + (size_t)p * DIST__ROW_WORDS;
+      if (o[DIST__ROW_LEADER] == r[DIST__ROW_LEADER] && o[DIST__ROW_DEVKEY] == r[DIST__ROW_DEVKEY]) {
+        first_sharer = q, *a = q, *b = p;
+        break;
+      }
+    }
+  }
+  if (first_fallback == me) notes |= DIST__NOTE_FELL_BACK;
+  if (first_sharer == me) notes |= DIST__NOTE_SHARED;
+  return notes;
 }
 
 dist_status dist__device_select(const dist_device *d) {

@@ -85,8 +85,9 @@ dist_status dist_dpo_create(dist_optim *opt, int blocking, dist_dpo **out) {
     if (!s) s = dist__backend_for(q->memory, d->g, &d->be[i]);
     if (!s) s = dist__mem_alloc(q->memory, dist__param_bytes(q), &d->avg[i]);
   }
-  s = dist__agree_status_hash(g->comm, s, dist__hash(DIST__HASH_SEED, &blocking, sizeof blocking), what);
-  if (s == DIST_ERR_MISMATCH) s = dist__error(s, "%s: ranks disagree on blocking", what);
+  int differs;
+  s = dist__agree_status_hash(g->comm, s, dist__hash(DIST__HASH_SEED, &blocking, sizeof blocking), what, &differs);
+  if (differs) s = dist__error(s, "%s: ranks disagree on blocking", what);
   if (s) {
     if (d) free_dpo(d);
     return s;

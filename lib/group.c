@@ -29,6 +29,8 @@ dist_status dist__group_check_new_name(const char *name) {
   return DIST_SUCCESS;
 }
 
+static void free_group(dist__group *g);
+
 static dist_status grow_table(void) {
   dist__manager *m = &dist__state;
   if (m->ngroups < m->capacity) return DIST_SUCCESS;
@@ -40,17 +42,15 @@ static dist_status grow_table(void) {
   return DIST_SUCCESS;
 }
 
-dist_status dist__group_add(const char *name, int parent, dist__layout *layout) {
+dist_status dist__group_keep(const char *name, int parent, dist__layout *layout, MPI_Comm comm) {
   dist__manager *m = &dist__state;
   dist__group g, *kept;
   memset(&g, 0, sizeof g);
   snprintf(g.name, sizeof g.name, "%s", name);
   g.parent = parent;
   g.rank = -1;
-  g.comm = MPI_COMM_NULL;
-  int color = layout->color[m->rank];
-  int rc = MPI_Comm_split(m->world, color >= 0 ? color : MPI_UNDEFINED, layout->key[m->rank], &g.comm);
-  dist_status s = rc != MPI_SUCCESS ? dist__mpi_error(rc, "MPI_Comm_split") : grow_table();
+  g.comm = comm;
+  dist_status s = grow_table();
   kept = s ? NULL : malloc(sizeof *kept);
   if (!s && !kept) s = dist__error(DIST_ERR_NO_MEMORY, "group '%s'", name);
   if (!s && g.comm != MPI_COMM_NULL) {
@@ -63,8 +63,6 @@ dist_status dist__group_add(const char *name, int parent, dist__layout *layout) 
   } else {
     g.size = layout->size;
   }
-  /* Every rank must add the group, or the tables would diverge. */
-  s = dist__agree(m->world, s, "creating a process group");
   if (s) {
     free(kept);
     free(g.members);
@@ -80,18 +78,41 @@ dist_status dist__group_add(const char *name, int parent, dist__layout *layout) 
   return DIST_SUCCESS;
 }
 
-void dist__groups_free(void) {
+dist_status dist__group_add_all(int n, const char *const *names, int parent, dist__layout *layouts, dist_status local) {
   dist__manager *m = &dist__state;
+  int before = m->ngroups;
+  dist_status s = local;
+  for (int k = 0; k < n; k++) {
+    /* Split on every rank even after a local failure: the others are in it. */
+    MPI_Comm comm = MPI_COMM_NULL;
+    int color = s || !layouts[k].color ? -1 : layouts[k].color[m->rank];
+    int rc = MPI_Comm_split(m->world, color >= 0 ? color : MPI_UNDEFINED, color >= 0 ? layouts[k].key[m->rank] : 0, &comm);
+    if (!s) s = rc != MPI_SUCCESS ? dist__mpi_error(rc, "MPI_Comm_split") : dist__group_keep(names[k], parent, &layouts[k], comm);
+    else if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
+  }
+  /* Every rank must add the groups, or the tables would diverge. */
+  s = dist__agree(m->world, s, n > 1 ? "creating process groups" : "creating a process group");
+  while (s && m->ngroups > before) free_group(m->groups[--m->ngroups]); /* kept here, failed elsewhere */
+  return s;
+}
+
+dist_status dist__group_add(const char *name, int parent, dist__layout *layout) {
+  return dist__group_add_all(1, &name, parent, layout, DIST_SUCCESS);
+}
+
+static void free_group(dist__group *g) {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  for (int i = m->ngroups - 1; i >= 0; i--) {
-    dist__group *g = m->groups[i];
-    dist__backend_release_group(g);
-    if (!finalized && g->comm != MPI_COMM_NULL) MPI_Comm_free(&g->comm);
-    free(g->members);
-    dist__layout_free(&g->layout);
-    free(g);
-  }
+  dist__backend_release_group(g);
+  if (!finalized && g->comm != MPI_COMM_NULL) MPI_Comm_free(&g->comm);
+  free(g->members);
+  dist__layout_free(&g->layout);
+  free(g);
+}
+
+void dist__groups_free(void) {
+  dist__manager *m = &dist__state;
+  for (int i = m->ngroups - 1; i >= 0; i--) free_group(m->groups[i]);
   free(m->groups);
   m->groups = NULL;
   m->ngroups = m->capacity = 0;

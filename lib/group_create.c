@@ -87,13 +87,15 @@ dist_status dist_group_create_ranks(const char *name, int n, const int *ranks) {
 
 /* Create one group per axis of `dims` over parent `p`; names[k] for axis k. */
 static dist_status create_axes(dist__group *p, int ndims, const int *dims, const char *const *names) {
-  int parent = p->index;
-  for (int k = 0; k < ndims; k++) {
-    dist__layout l;
-    DIST_CHECK(dist__layout_axis(&dist__state.groups[parent]->layout, ndims, dims, k, &l));
-    DIST_CHECK(add(names[k], parent, &l));
-  }
-  return DIST_SUCCESS;
+  dist__layout *l = calloc((size_t)ndims, sizeof *l);
+  dist_status s = l ? DIST_SUCCESS : dist__error(DIST_ERR_NO_MEMORY, "layouts of %d groups", ndims);
+  for (int k = 0; !s && k < ndims; k++) s = dist__layout_axis(&p->layout, ndims, dims, k, &l[k]);
+  /* All axes in one agreement; a layout that failed here still splits (as
+   * a non-member) so that no rank waits. */
+  if (l) s = dist__group_add_all(ndims, names, p->index, l, s);
+  for (int k = 0; l && k < ndims; k++) dist__layout_free(&l[k]); /* no-ops for layouts the table took over */
+  free(l);
+  return s;
 }
 
 static dist_status check_names(int n, const char *const *names) {

@@ -66,6 +66,7 @@ typedef struct dist__settings {
 
 #define DIST__DEVICE_AUTO (-2)
 #define DIST__DEVICE_CPU (-1)
+#define DIST__DEVICE_CUDA (-3) /* DIST_DEVICE=cuda: a GPU or an error */
 
 dist_status dist__settings_read(const char *const *env, dist__settings *out);
 /* One DIST_LOG_WARN line for each DIST_* name in `env` that is not a
@@ -76,9 +77,22 @@ void dist__settings_warn_unknown(const char *const *env);
 int dist__settings_closest(const char *name, char *out, size_t n);
 
 /* Device choice from the DIST_DEVICE setting, the number of visible CUDA
- * devices and the local rank. Pure. */
-dist_status dist__device_choose(int setting, int visible, int local_rank, dist_device *out);
-int dist__device_visible_count(void);             /* 0 without CUDA or devices */
+ * devices (`why`: the reason when 0) and the local rank. Pure. */
+dist_status dist__device_choose(int setting, int visible, const char *why, int local_rank, dist_device *out);
+/* Visible CUDA devices; 0 without CUDA or devices, with the reason in `why`. */
+int dist__device_visible_count(char *why, size_t n);
+/* Did the launcher or the environment give this process GPUs
+ * (CUDA_VISIBLE_DEVICES naming devices, SLURM's GPU variables)? Then 1 with
+ * the variable and its value in `what`. Pure. */
+int dist__gpus_allocated(const char *const *env, char *what, size_t n);
+/* What rank `me` reports about its node from the start-up table (rows of
+ * DIST__ROW_WORDS, state.h): DIST__NOTE_FELL_BACK when it is the node's
+ * lowest rank that runs on the CPU although GPUs were allocated;
+ * DIST__NOTE_SHARED when it is the lowest of the node's ranks that drive one
+ * GPU together (*a < *b: the first such pair; *n: ranks on the node). Pure. */
+#define DIST__NOTE_FELL_BACK 1
+#define DIST__NOTE_SHARED 2
+int dist__device_notes(const int64_t *rows, int size, int me, int *a, int *b, int *n);
 dist_status dist__device_select(const dist_device *d); /* cudaSetDevice for CUDA */
 /* A key equal on two ranks only when they drive one physical GPU (a hash of
  * its UUID, unique across nodes); 0 for the CPU. */

@@ -149,6 +149,24 @@ static void note_disagreement(const char *const *env, dist_launch *l) {
   }
 }
 
+/* SINGLE forced while a launcher says its world has n > 1 processes: each
+ * of them will run alone. (A batch script's SLURM variables announce one.) */
+static void warn_forced_single(const char *const *env, dist_launch *l) {
+  for (size_t i = 0; i < NLAUNCHERS; i++) {
+    const launcher_vars *v = &LAUNCHERS[i];
+    const char *rv = dist__env_get(env, v->rank), *sv = size_value(env, v);
+    long n;
+    if (!rv || !sv || !dist__parse_int_loose(sv, &n) || n < 2) continue;
+    if (v->method == DIST_LAUNCH_SLURM && !dist__env_get(env, "SLURM_STEP_ID") && !dist__env_get(env, "SLURM_STEPID"))
+      continue;
+    snprintf(l->warning, sizeof l->warning,
+             "launch method SINGLE was forced (DIST_INIT_METHOD), but %s says rank %.20s of %ld: every process "
+             "started by that launcher runs alone, as %ld independent one-process jobs",
+             dist_launch_method_name(v->method), rv, n, n);
+    return;
+  }
+}
+
 static dist_status detect_method(const char *const *env, dist_launch_method m, dist_launch *l) {
   char ctx[64];
   snprintf(ctx, sizeof ctx, "launch method %s", dist_launch_method_name(m));
@@ -171,6 +189,12 @@ static dist_status detect_method(const char *const *env, dist_launch_method m, d
     l->rank = 0;
     l->size = l->local_size = 1;
     l->local_rank = 0;
+    const char *tasks = size_value(env, v);
+    long n;
+    if (tasks && dist__parse_int_loose(tasks, &n) && n > 1)
+      snprintf(l->warning, sizeof l->warning,
+               "SLURM_NTASKS=%ld but this is the batch script itself, not an srun step: only this one process runs; "
+               "start the program with srun (or mpirun) inside the script to run %ld ranks", n, n);
   } else {
     DIST_CHECK(read_rank_size(env, v, ctx, l));
     DIST_CHECK(read_local(env, v, ctx, l));
@@ -201,6 +225,33 @@ dist_status dist_launch_detect(const char *const *env, dist_launch_method forced
   DIST_CHECK(detect_method(env, m, &l));
   /* Detected, not forced: say which leftover variables were passed over. */
   if (forced == DIST_LAUNCH_AUTO && m == DIST_LAUNCH_SINGLE) note_disagreement(env, &l);
+  if (forced == DIST_LAUNCH_SINGLE) warn_forced_single(env, &l);
   *out = l;
   return DIST_SUCCESS;
+}
+
+/* A value quoted in a message: at most 40 characters, control bytes as '?'. */
+static void quote(char *out, size_t n, const char *name, const char *value) {
+  char v[41];
+  size_t k = 0;
+  for (; value[k] && k < sizeof v - 1; k++) v[k] = (unsigned char)value[k] < 32 || value[k] == 127 ? '?' : value[k];
+  v[k] = 0;
+  snprintf(out, n, "%s=%s%s", name, v, value[k] ? "..." : "");
+}
+
+int dist__gpus_allocated(const char *const *env, char *what, size_t n) {
+  static const char *const lists[] = {"CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS"};
+  static const char *const counts[] = {"SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_TASK"};
+  snprintf(what, n, "%s", "");
+  for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
+    const char *v = dist__env_get(env, lists[i]);
+    /* Empty, "-1" and SLURM's "NoDevFiles" mean no device. */
+    if (v && *v && strcmp(v, "NoDevFiles") != 0 && strncmp(v, "-1", 2) != 0) return quote(what, n, lists[i], v), 1;
+  }
+  for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+    const char *v = dist__env_get(env, counts[i]);
+    long k;
+    if (v && dist__parse_int_loose(v, &k) && k > 0) return quote(what, n, counts[i], v), 1;
+  }
+  return 0;
 }

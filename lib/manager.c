@@ -52,8 +52,11 @@ static void release_state(int orderly) {
   dist__faults_close();
   dist__groups_free();
   dist__half_ops_free();
+  dist__round_free();
   free(m->device_keys);
   m->device_keys = NULL;
+  free(m->startup_rows);
+  m->startup_rows = NULL;
   MPI_Finalized(&finalized);
   if (m->world != MPI_COMM_NULL && !finalized) MPI_Comm_free(&m->world);
   m->world = MPI_COMM_NULL;
@@ -129,37 +132,40 @@ static dist_status start_mpi(MPI_Comm adopt, dist_thread_level level) {
  * 1 MiB up on two nodes of 2 ranks over TCP, and 0.78-1.01 on shared memory
  * (bench/RESULTS.md). With libnbc's default tree below 4 ranks it would be
  * slower, hence "auto" checks the algorithm. Blocking and non-blocking
- * collectives do not match each other, so all ranks take the smallest threshold. */
-static dist_status resolve_nb_allreduce(void) {
+ * collectives do not match each other, so the resolved value is one of the
+ * settings every rank must share (settings_agree.c). Local. */
+static void resolve_nb_allreduce(void) {
   dist__manager *m = &dist__state;
   long long set = m->settings.nb_allreduce_min;
-  unsigned long long mine = ULLONG_MAX, all = ULLONG_MAX;
-  if (set > 0) mine = (unsigned long long)set;
+  size_t v = SIZE_MAX;
+  if (set > 0) v = (size_t)set;
   else if (set == DIST__NB_AUTO) {
     char version[MPI_MAX_LIBRARY_VERSION_STRING];
     int len = 0;
     const char *alg = getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm");
     int good = alg && (!strcmp(alg, "1") || !strcmp(alg, "3") || !strcmp(alg, "ring") || !strcmp(alg, "rabenseifner"));
-    if (good && MPI_Get_library_version(version, &len) == MPI_SUCCESS && strstr(version, "Open MPI"))
-      mine = 1u << 20;
+    if (good && MPI_Get_library_version(version, &len) == MPI_SUCCESS && strstr(version, "Open MPI")) v = 1u << 20;
   }
-  int rc = MPI_Allreduce(&mine, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, m->world);
-  if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Allreduce (DIST_NB_ALLREDUCE_MIN)");
-  m->nb_allreduce_min = all >= SIZE_MAX ? SIZE_MAX : (size_t)all;
-  return DIST_SUCCESS;
+  m->nb_allreduce_min = v;
 }
 
-/* The launcher's rank/size must be MPI_COMM_WORLD's. */
-static dist_status check_launcher_world(void) {
-  const dist_launch *l = &dist__state.launch;
-  int rank, size;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (rank == l->rank && size == l->size) return DIST_SUCCESS;
-  return dist__error(DIST_ERR_LAUNCH_MISMATCH,
-                     "launcher %s says rank %d of %d, MPI says rank %d of %d (was the program started by the "
-                     "launcher that set these variables? force one with DIST_INIT_METHOD)",
-                     dist_launch_method_name(l->method), l->rank, l->size, rank, size);
+/* Everything local before the first exchange, in one agreement round: the
+ * settings read, launch detection and the launcher-against-MPI check (any
+ * may fail on one rank only) and the hash of the settings that must match. */
+static dist_status first_round(dist_status read, dist_status detected) {
+  dist__manager *m = &dist__state;
+  dist_status mine = read ? read : detected;
+  if (!mine) mine = dist__launch_check_world(&m->launch, m->launch_forced, (const char *const *)environ);
+  if (!mine) resolve_nb_allreduce();
+  if (!mine) {
+    m->startup_rows = malloc(sizeof(int64_t) * DIST__ROW_WORDS * (size_t)m->size);
+    if (!m->startup_rows) mine = dist__error(DIST_ERR_NO_MEMORY, "start-up table for %d ranks", m->size);
+  }
+  int differs = 0;
+  dist_status s = dist__agree_status_hash(m->world, mine, mine ? 0 : dist__settings_hash(),
+                                          "starting distmgr (DIST_* settings, launch detection, launcher check)",
+                                          &differs);
+  return differs ? dist__settings_name_difference() : s;
 }
 
 /* Master address and port as rank 0 sees them (its launcher's, else its host
@@ -185,24 +191,79 @@ static dist_status find_master(void) {
   return DIST_SUCCESS;
 }
 
-/* Every rank learns which GPU each rank drives, so that a group can tell
- * without communicating whether two of its members share one (NCCL refuses
- * that; backend.c then stages device collectives through host MPI). */
-static dist_status share_device_keys(void) {
+/* This rank's device (DIST_DEVICE, visible GPUs, local rank) and its row
+ * flags: a CUDA build that falls back to the CPU although the launcher or the
+ * environment allocated GPUs is flagged, so that one rank per node says so. */
+static dist_status choose_device(int64_t *flags) {
   dist__manager *m = &dist__state;
-  uint64_t mine = dist__device_key(&m->device);
-  m->device_keys = malloc(sizeof *m->device_keys * (size_t)m->size);
-  dist_status s = dist__agree(m->world, m->device_keys ? DIST_SUCCESS : dist__error(DIST_ERR_NO_MEMORY, "device keys"),
-                              "allocating the device table");
-  if (s) return s;
-  int rc = MPI_Allgather(&mine, 1, MPI_UINT64_T, m->device_keys, 1, MPI_UINT64_T, m->world);
-  return rc == MPI_SUCCESS ? DIST_SUCCESS : dist__mpi_error(rc, "MPI_Allgather (device keys)");
+  char why[160], given[96];
+  int visible = dist__device_visible_count(why, sizeof why);
+  DIST_CHECK(dist__device_choose(m->settings.device, visible, why, m->local_rank, &m->device));
+  *flags = 0;
+  if (m->device.kind == DIST_DEVICE_CPU && m->settings.device == DIST__DEVICE_AUTO && visible == 0) {
+    int allocated = dist__gpus_allocated((const char *const *)environ, given, sizeof given);
+#ifdef HAVE_CUDA
+    if (allocated) *flags |= DIST__DEV_FELL_BACK;
+#endif
+    snprintf(m->cpu_reason, sizeof m->cpu_reason, "%s%s%s", allocated ? given : "", allocated ? " but " : "", why);
+    dist_log(DIST_LOG_INFO, "running on the CPU: %s", m->cpu_reason);
+  }
+  return dist__device_select(&m->device);
 }
 
-static dist_status choose_device(void) {
+/* The one all-gather of start-up (state.h: the start-up table): each rank's
+ * status so far, node leader, local rank and device. Then every rank builds
+ * the nodes, the built-in groups and the device table from it. */
+static dist_status gather_ranks(void) {
   dist__manager *m = &dist__state;
-  DIST_CHECK(dist__device_choose(m->settings.device, dist__device_visible_count(), m->local_rank, &m->device));
-  return dist__device_select(&m->device);
+  int64_t row[DIST__ROW_WORDS] = {0}, *rows = m->startup_rows;
+  MPI_Comm node_comm = MPI_COMM_NULL;
+  int leader = -1;
+  dist_status mine = dist__topology_node(&node_comm, &leader);
+  if (!mine) mine = choose_device(&row[DIST__ROW_DEVFLAGS]);
+  row[DIST__ROW_STATUS] = mine;
+  row[DIST__ROW_LEADER] = leader;
+  row[DIST__ROW_LRANK] = m->local_rank;
+  row[DIST__ROW_DEVKEY] = mine ? 0 : (int64_t)dist__device_key(&m->device);
+  int rc = MPI_Allgather(row, DIST__ROW_WORDS, MPI_INT64_T, rows, DIST__ROW_WORDS, MPI_INT64_T, m->world);
+  if (rc != MPI_SUCCESS && !mine) mine = dist__mpi_error(rc, "MPI_Allgather (start-up table)");
+  for (int q = 0; !mine && q < m->size; q++) {
+    int64_t code = rows[(size_t)q * DIST__ROW_WORDS + DIST__ROW_STATUS];
+    if (code)
+      mine = dist__error(code < 0 && dist__status_valid(code) ? (dist_status)code : DIST_ERR_MISMATCH,
+                         "starting distmgr (node layout, device choice) failed on rank %d: %s; see that rank's "
+                         "message",
+                         q, code < 0 && dist__status_valid(code) ? dist_status_string((dist_status)code)
+                                                                 : "a malformed status word");
+  }
+  if (mine) { /* every rank saw the same rows: all leave here together */
+    if (node_comm != MPI_COMM_NULL) MPI_Comm_free(&node_comm);
+    return mine;
+  }
+  dist_status s = dist__topology_groups(rows, &node_comm);
+  m->device_keys = malloc(sizeof *m->device_keys * (size_t)m->size);
+  if (!s && !m->device_keys) s = dist__error(DIST_ERR_NO_MEMORY, "device table for %d ranks", m->size);
+  for (int q = 0; !s && q < m->size; q++) m->device_keys[q] = (uint64_t)rows[(size_t)q * DIST__ROW_WORDS + DIST__ROW_DEVKEY];
+  return dist__agree(m->world, s, "building the built-in groups");
+}
+
+/* Said once per node, at the default level: GPUs allocated but unusable, and
+ * ranks that share a GPU. */
+static void device_notes(void) {
+  dist__manager *m = &dist__state;
+  int a, b, n;
+  int notes = dist__device_notes(m->startup_rows, m->size, m->rank, &a, &b, &n);
+  if (notes & DIST__NOTE_FELL_BACK)
+    dist_log(DIST_LOG_WARN,
+             "GPUs were allocated but CUDA cannot be used on this node (%s): its ranks run on the CPU; set "
+             "DIST_DEVICE=cuda to make this an error, or DIST_DEVICE=cpu if the CPU is intended",
+             m->cpu_reason);
+  if (notes & DIST__NOTE_SHARED)
+    dist_log(DIST_LOG_WARN,
+             "world ranks %d and %d drive the same GPU (%d ranks on this node): they take turns on it, and device "
+             "collectives of groups holding both go through host memory (NCCL refuses shared GPUs); start one rank "
+             "per GPU for full speed",
+             a, b, n);
 }
 
 static void log_settings(void) {
@@ -223,13 +284,11 @@ static dist_status read_settings(void) {
 static dist_status detect(const dist_init_options *o) {
   dist__manager *m = &dist__state;
   dist_launch_method forced = o->method != DIST_LAUNCH_AUTO ? o->method : m->settings.init_method;
+  m->launch_forced = forced != DIST_LAUNCH_AUTO;
   DIST_CHECK(dist_launch_detect((const char *const *)environ, forced, &m->launch));
   if (m->launch.note[0]) dist_log(DIST_LOG_INFO, "%s", m->launch.note);
-  if (!m->launch.mpi_can_join)
-    return dist__error(DIST_ERR_UNSUPPORTED,
-                       "launched by torchrun-style variables (WORLD_SIZE=%d) without an MPI launcher: MPI cannot "
-                       "join processes it did not start; launch with 'mpirun -n %d' or 'srun -n %d' instead",
-                       m->launch.size, m->launch.size, m->launch.size);
+  if (m->launch.warning[0]) dist_log(DIST_LOG_WARN, "%s", m->launch.warning);
+  if (!m->launch.mpi_can_join) return dist__launch_refuse_torchrun(&m->launch, (const char *const *)environ);
   return DIST_SUCCESS;
 }
 
@@ -257,14 +316,9 @@ static dist_status initialize(MPI_Comm adopt, const dist_init_options *options) 
   dist_status read = read_settings();
   dist_status detected = read ? DIST_SUCCESS : detect(&o);
   DIST_CHECK(start_mpi(adopt, o.thread_level));
-  dist_status s = dist__agree(m->world, read, "reading the DIST_* settings");
-  if (!s) s = dist__settings_agree();
-  if (!s) s = dist__agree(m->world, detected, "launch detection");
-  if (!s) s = dist__agree(m->world, check_launcher_world(), "checking the launcher against MPI");
-  if (!s) s = resolve_nb_allreduce();
-  if (!s) s = dist__topology_setup();
-  if (!s) s = dist__agree(m->world, choose_device(), "selecting the device");
-  if (!s) s = share_device_keys();
+  MPI_Comm_size(m->world, &m->size);
+  dist_status s = first_round(read, detected);
+  if (!s) s = gather_ranks();
   if (!s) s = find_master();
   if (!s) s = dist__faults_open();
   if (!s) s = dist__board_open();
@@ -273,6 +327,9 @@ static dist_status initialize(MPI_Comm adopt, const dist_init_options *options) 
     return s;
   }
   dist__log_set_rank(m->rank, m->size);
+  device_notes();
+  free(m->startup_rows);
+  m->startup_rows = NULL;
   dist__settings_warn_unknown((const char *const *)environ); /* a misspelt DIST_ name would be ignored */
   m->initialized = 1;
   char line[512];

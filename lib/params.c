@@ -161,8 +161,9 @@ dist_status dist_params_commit(dist_params *p) {
     shape_rec r = rec_of(&p->p[i]);
     h = dist__hash(h, &r, sizeof r);
   }
-  dist_status s = dist__agree_status_hash(g->comm, local, h, what);
-  if (s == DIST_ERR_MISMATCH) return name_mismatch(p, g);
+  int differs;
+  dist_status s = dist__agree_status_hash(g->comm, local, h, what, &differs);
+  if (differs) return name_mismatch(p, g);
   DIST_CHECK(s);
   p->committed = 1;
   return dist_params_broadcast(p, 0);

@@ -34,7 +34,8 @@ static dist_status parse_log_level(const char *name, const char *value, dist__se
 static dist_status parse_device(const char *name, const char *value, dist__settings *s) {
   if (strcasecmp(value, "auto") == 0) s->device = DIST__DEVICE_AUTO;
   else if (strcasecmp(value, "cpu") == 0) s->device = DIST__DEVICE_CPU;
-  else return dist__parse_int(DIST_ERR_SETTING, name, value, 0, 1023, "expected auto, cpu or a CUDA device index", &s->device);
+  else if (strcasecmp(value, "cuda") == 0) s->device = DIST__DEVICE_CUDA;
+  else return dist__parse_int(DIST_ERR_SETTING, name, value, 0, 1023, "expected auto, cpu, cuda or a CUDA device index", &s->device);
   return DIST_SUCCESS;
 }
 
@@ -93,7 +94,8 @@ static const struct {
      parse_method},
     {{"DIST_LOG_LEVEL", "warn", "log threshold: none, error, warn, info or debug (or 0-4)"}, parse_log_level},
     {{"DIST_DEVICE", "auto",
-      "device: auto (local rank mod visible CUDA devices, CPU if none), cpu, or a CUDA device index"},
+      "device: auto (local rank mod visible CUDA devices; CPU if none, with a warning when GPUs were allocated), "
+      "cuda (as auto, but no usable GPU is an error), cpu, or a CUDA device index"},
      parse_device},
     {{"DIST_RANKS_PER_NODE", "0",
       "treat each N consecutive world ranks as one node (simulated nodes); 0 = real nodes from MPI shared memory"},

@@ -4,14 +4,17 @@
  * others' check round: garbage, then a hang). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "state.h"
 
-#define NMUST 5
+#define NMUST 6
 
-static const char *const NAMES[NMUST] = {"DIST_INIT_METHOD", "DIST_RANKS_PER_NODE", "DIST_VERIFY",
-                                         "DIST_CUDA_BACKEND", "DIST_TIMEOUT"};
+/* The last is the threshold DIST_NB_ALLREDUCE_MIN resolves to (blocking and
+ * non-blocking all-reduces do not match each other). */
+static const char *const NAMES[NMUST] = {"DIST_INIT_METHOD",  "DIST_RANKS_PER_NODE", "DIST_VERIFY",
+                                         "DIST_CUDA_BACKEND", "DIST_TIMEOUT",        "DIST_NB_ALLREDUCE_MIN (resolved)"};
 
 static void values(const dist__settings *s, double v[NMUST]) {
   v[0] = s->init_method;
@@ -19,10 +22,14 @@ static void values(const dist__settings *s, double v[NMUST]) {
   v[2] = s->verify;
   v[3] = s->cuda_backend;
   v[4] = s->timeout;
+  v[5] = dist__state.nb_allreduce_min == SIZE_MAX ? -1 : (double)dist__state.nb_allreduce_min;
 }
 
 /* Error path: gather everyone's values, name the first setting that differs. */
-static dist_status name_difference(MPI_Comm world, int size) {
+dist_status dist__settings_name_difference(void) {
+  MPI_Comm world = dist__state.world;
+  int size = 1;
+  MPI_Comm_size(world, &size);
   double *all = malloc(sizeof(double) * NMUST * (size_t)size), mine[NMUST];
   values(&dist__state.settings, mine);
   if (!all || MPI_Allgather(mine, NMUST, MPI_DOUBLE, all, NMUST, MPI_DOUBLE, world) != MPI_SUCCESS) {
@@ -51,14 +58,8 @@ static dist_status name_difference(MPI_Comm world, int size) {
   return dist__error(DIST_ERR_SETTING, "the DIST_* settings differ between ranks");
 }
 
-dist_status dist__settings_agree(void) {
-  dist__manager *m = &dist__state;
+uint64_t dist__settings_hash(void) {
   double v[NMUST];
-  values(&m->settings, v);
-  int size = 1;
-  MPI_Comm_size(m->world, &size);
-  dist_status s = dist__agree_status_hash(m->world, DIST_SUCCESS, dist__hash(DIST__HASH_SEED, v, sizeof v),
-                                          "checking that the DIST_* settings match");
-  if (s == DIST_ERR_MISMATCH) return name_difference(m->world, size);
-  return s;
+  values(&dist__state.settings, v);
+  return dist__hash(DIST__HASH_SEED, v, sizeof v);
 }

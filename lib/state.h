@@ -44,6 +44,9 @@ typedef struct dist__manager {
   int rank, size, local_rank, local_size, node, nnodes;
   dist_device device;
   uint64_t *device_keys; /* dist__device_key of every world rank */
+  int64_t *startup_rows; /* the start-up table during initialize (DIST__ROW_*) */
+  int launch_forced;     /* the launch method was forced (DIST_INIT_METHOD or an option) */
+  char cpu_reason[320];  /* why this rank runs on the CPU with DIST_DEVICE=auto, or "" */
   char master_addr[DIST_ADDR_MAX];
   int master_port;
   dist__group **groups; /* each group allocated once: names handed out stay valid until finalize */
@@ -72,9 +75,11 @@ dist_status dist__mpi_error(int code, const char *call);
 dist_status dist__agree(MPI_Comm comm, dist_status mine, const char *what);
 
 /* Both in one all-reduce: the worst local status (as dist__agree) and whether
- * every rank passed the same hash. A hash mismatch returns DIST_ERR_MISMATCH
- * without a message: the caller writes one naming what differs. */
-dist_status dist__agree_status_hash(MPI_Comm comm, dist_status mine, uint64_t hash, const char *what);
+ * every rank passed the same hash. A hash mismatch (no rank failed) sets
+ * *differs on every rank and returns DIST_ERR_MISMATCH without a message: the
+ * caller writes one naming what differs. A rank that failed with
+ * DIST_ERR_MISMATCH of its own leaves *differs 0. */
+dist_status dist__agree_status_hash(MPI_Comm comm, dist_status mine, uint64_t hash, const char *what, int *differs);
 uint64_t dist__hash(uint64_t h, const void *data, size_t n);
 
 /* The one control round behind all of the above and the verification of
@@ -83,6 +88,7 @@ uint64_t dist__hash(uint64_t h, const void *data, size_t n);
 typedef struct dist__round {
   int64_t in[4], out[4];
 } dist__round;
+void dist__round_free(void); /* at finalize (MPICH counts live handles as leaks) */
 dist__round dist__round_init(MPI_Comm comm, dist_status local, uint64_t hash);
 dist_status dist__round_run(MPI_Comm comm, dist__round *r, const char *call);
 /* After a run: DIST_SUCCESS if no rank failed; else `local` (this rank's own
@@ -92,21 +98,55 @@ dist_status dist__round_failure(MPI_Comm comm, const dist__round *r, dist_status
 int dist__round_hash_differs(const dist__round *r);
 #define DIST__HASH_SEED 1469598103934665603ULL
 
+/* Launches that cannot work (launch_advice.c): the message for torchrun's
+ * processes, and the check of the launcher's rank and size against
+ * MPI_COMM_WORLD's (`forced`: the method was forced; never suggest forcing). */
+dist_status dist__launch_refuse_torchrun(const dist_launch *l, const char *const *env);
+dist_status dist__launch_check_world(const dist_launch *l, int forced, const char *const *env);
+
 /* Group table. */
 dist_status dist__group_find(const char *name, dist__group **out); /* NULL = world */
 /* Add a group with this layout (taken over) after creating its communicator
  * with MPI_Comm_split over the world. Collective over the world. */
 dist_status dist__group_add(const char *name, int parent, dist__layout *layout);
+/* Add n groups of one parent with one agreement: all of them or, on any
+ * rank's failure (`local`: computing the layouts failed here), none. The
+ * layouts are taken over. Collective. */
+dist_status dist__group_add_all(int n, const char *const *names, int parent, dist__layout *layouts,
+                                dist_status local);
+/* Add a group whose communicator `comm` (MPI_COMM_NULL for non-members) the
+ * caller made; both taken over, freed on failure. Local: the caller makes
+ * every rank agree (start-up adds the built-in groups with one agreement). */
+dist_status dist__group_keep(const char *name, int parent, dist__layout *layout, MPI_Comm comm);
 dist_status dist__group_check_new_name(const char *name);
 void dist__groups_free(void);
 
-/* Topology: nodes from MPI shared memory (or DIST_RANKS_PER_NODE), checked
- * against the launcher's local values; fills rank/size/local/node fields and
- * creates "world", "local", "cross" and "self". Collective over the world. */
-dist_status dist__topology_setup(void);
+/* The start-up table: one row per world rank, gathered in one all-gather
+ * at initialize, from which every rank derives the nodes, the built-in groups
+ * and who drives which GPU (start-up collectives are slow when ranks outnumber
+ * cores, so everything travels at once). */
+enum {
+  DIST__ROW_STATUS,   /* the rank's worst status of the steps before the gather */
+  DIST__ROW_LEADER,   /* world rank of its node's local rank 0 */
+  DIST__ROW_LRANK,    /* local rank */
+  DIST__ROW_DEVKEY,   /* dist__device_key of its device (0: CPU) */
+  DIST__ROW_DEVFLAGS, /* DIST__DEV_* */
+  DIST__ROW_WORDS
+};
+#define DIST__DEV_FELL_BACK 1 /* GPUs were allocated, CUDA is unusable: runs on the CPU */
 
-/* The settings that must match on every rank do (settings_agree.c).
- * Collective over the world. */
-dist_status dist__settings_agree(void);
+/* Topology: my node's communicator (MPI shared memory or DIST_RANKS_PER_NODE
+ * blocks), local rank/size and node leader, checked against the launcher's
+ * local values. Collective (one split). */
+dist_status dist__topology_node(MPI_Comm *node_comm, int *leader);
+/* Nodes and the groups "world", "local" (takes `node_comm` over), "cross"
+ * and "self" from the gathered table. Collective; the caller agrees. */
+dist_status dist__topology_groups(const int64_t *rows, MPI_Comm *node_comm);
+
+/* The settings that must match on every rank (settings_agree.c): their hash
+ * travels in initialize's first agreement round; on a difference
+ * dist__settings_name_difference (collective) names the setting and ranks. */
+uint64_t dist__settings_hash(void);
+dist_status dist__settings_name_difference(void);
 
 #endif

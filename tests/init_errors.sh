@@ -9,14 +9,18 @@ FORGET="$B/tests/forget_finalize"
 LAUNCHER=${LAUNCHER:-mpirun --oversubscribe --allow-run-as-root -n}
 failures=0
 
-# expect <exit: ok|fail> <text the output must contain> <env assignments...>
+CUDA_BUILD=no
+grep -q '^#define HAVE_CUDA 1' "$B/config.h" 2>/dev/null && CUDA_BUILD=yes
+
+# expect <exit: ok|fail> <text the output must contain, or !text it must not> <env assignments...>
 expect() {
   want=$1 text=$2
   shift 2
   out=$(env "$@" timeout 60 "$HELLO" 2>&1)
   rc=$?
   if [ "$want" = ok ] && [ $rc -ne 0 ]; then verdict=FAIL; elif [ "$want" = fail ] && [ $rc -eq 0 ]; then verdict=FAIL
-  elif ! printf '%s' "$out" | grep -qF -- "$text"; then verdict=FAIL; else verdict=PASS; fi
+  elif [ "${text#!}" != "$text" ] && printf '%s' "$out" | grep -qF -- "${text#!}"; then verdict=FAIL
+  elif [ "${text#!}" = "$text" ] && ! printf '%s' "$out" | grep -qF -- "$text"; then verdict=FAIL; else verdict=PASS; fi
   echo "$verdict: [$*] -> rc=$rc, expected $want with '$text'"
   [ $verdict = PASS ] || { failures=$((failures + 1)); printf '%s\n' "$out" | sed 's/^/    /'; }
 }
@@ -28,13 +32,31 @@ expect fail "RANK='abc' is not an integer (launch method ENV)" RANK=abc WORLD_SI
 expect fail "WORLD_SIZE is missing" RANK=0
 expect fail "RANK=3 is not below WORLD_SIZE=2" RANK=3 WORLD_SIZE=2
 expect fail "MASTER_PORT='http' is not an integer" RANK=0 WORLD_SIZE=1 MASTER_PORT=http
-# The environment must agree with what MPI says.
-expect fail "launcher MPICH says rank 1 of 2, MPI says rank 0 of 1" PMI_RANK=1 PMI_SIZE=2
-expect fail "launcher SLURM says rank 1 of 2, MPI says rank 0 of 1" SLURM_PROCID=1 SLURM_NTASKS=2 SLURM_STEP_ID=0
-# Plain sbatch (batch script, no srun, no launch-node address): one process.
+# torchrun under srun (PhysicsNeMo's SLURM pattern): say what is true and
+# what works today, never "launch with srun".
+expect fail "launched by torchrun under srun (torchrun rank 0 of 2, srun task 0 of 1): distmgr cannot join torchrun's processes yet" RANK=0 WORLD_SIZE=2 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_STEP_ID=0
+expect fail "keep torchrun with one process per srun task (--nproc-per-node=1) and set DIST_INIT_METHOD=SLURM" RANK=0 WORLD_SIZE=2 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_STEP_ID=0
+expect fail "!launch with 'mpirun" RANK=0 WORLD_SIZE=2 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_STEP_ID=0
+expect ok "[SLURM] rank 0/1" DIST_INIT_METHOD=SLURM RANK=0 WORLD_SIZE=2 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_STEP_ID=0
+# The environment must agree with what MPI says. A launcher announcing n > 1
+# while MPI sees a world of 1: the program's MPI did not join the launcher's
+# (another MPI, or the wrong srun plugin): say so and what to do, and that
+# DIST_INIT_METHOD cannot help.
+expect fail "launcher MPICH says rank 1 of 2, but MPI sees a world of 1 process (rank 0): a PMI launcher (MPICH's mpiexec, or srun --mpi=pmi2) started it, and this program's MPI (" PMI_RANK=1 PMI_SIZE=2
+expect fail "DIST_INIT_METHOD cannot help: it would run 2 independent one-process jobs" PMI_RANK=1 PMI_SIZE=2
+expect fail "launcher OPENMPI says rank 1 of 4, but MPI sees a world of 1 process (rank 0): Open MPI's mpirun started it" OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=4
+expect fail "launcher SLURM says rank 1 of 2, but MPI sees a world of 1 process (rank 0): srun started it with the MPI plugin 'pmi2'" SLURM_PROCID=1 SLURM_NTASKS=2 SLURM_STEP_ID=0 SLURM_MPI_TYPE=pmi2
+expect fail "srun must start it with the plugin its MPI speaks: srun --mpi=" SLURM_PROCID=1 SLURM_NTASKS=2 SLURM_STEP_ID=0 SLURM_MPI_TYPE=none
+# Plain sbatch (batch script, no srun, no launch-node address): one process,
+# and a warning when the allocation has more tasks.
 expect ok "[SLURM] rank 0/1" SLURM_PROCID=0 SLURM_NTASKS=4 SLURM_LOCALID=0 SLURM_JOB_ID=7
-# DIST_INIT_METHOD forces a launcher; bad settings name the variable.
+expect ok "[distmgr WARN] SLURM_NTASKS=4 but this is the batch script itself, not an srun step: only this one process runs; start the program with srun (or mpirun) inside the script to run 4 ranks" SLURM_PROCID=0 SLURM_NTASKS=4 SLURM_LOCALID=0 SLURM_JOB_ID=7
+expect ok "!WARN" SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_LOCALID=0 SLURM_JOB_ID=7
+# DIST_INIT_METHOD forces a launcher; SINGLE where a launcher says n > 1
+# warns; bad settings name the variable.
 expect ok "[SINGLE] rank 0/1" DIST_INIT_METHOD=single SLURM_PROCID=1 SLURM_NTASKS=2 SLURM_STEP_ID=0
+expect ok "[distmgr WARN] launch method SINGLE was forced (DIST_INIT_METHOD), but SLURM says rank 1 of 2: every process started by that launcher runs alone, as 2 independent one-process jobs" DIST_INIT_METHOD=single SLURM_PROCID=1 SLURM_NTASKS=2 SLURM_STEP_ID=0
+expect ok "!WARN" DIST_INIT_METHOD=single
 expect fail "DIST_INIT_METHOD='pbs'" DIST_INIT_METHOD=pbs
 expect fail "DIST_LOG_LEVEL='loud' is not a log level" DIST_LOG_LEVEL=loud
 expect fail "DIST_RANKS_PER_NODE='two'" DIST_RANKS_PER_NODE=two
@@ -43,24 +65,46 @@ expect ok "DIST_VERFIY is not a distmgr setting (did you mean DIST_VERIFY?)" DIS
 # CPU-only host: asking for a CUDA device is an error, auto gives the CPU.
 expect fail "DIST_DEVICE=3 but this process sees 0 CUDA device(s)" DIST_DEVICE=3 CUDA_VISIBLE_DEVICES=
 expect ok "device cpu:0" DIST_DEVICE=auto CUDA_VISIBLE_DEVICES=
+expect ok "!WARN" DIST_DEVICE=auto CUDA_VISIBLE_DEVICES=
+# GPUs allocated but CUDA unusable: a CUDA build warns (DIST_DEVICE=cuda makes
+# it an error); a build without CUDA runs on the CPU as built.
+if [ $CUDA_BUILD = yes ]; then
+  expect ok "[distmgr 0/1 WARN] GPUs were allocated but CUDA cannot be used on this node (CUDA_VISIBLE_DEVICES=0 but cudaGetDeviceCount: " CUDA_VISIBLE_DEVICES=0
+  expect ok "GPUs were allocated but CUDA cannot be used on this node (SLURM_GPUS_ON_NODE=2 but cudaGetDeviceCount: " SLURM_GPUS_ON_NODE=2 CUDA_VISIBLE_DEVICES=
+  expect fail "DIST_DEVICE=cuda but this process can use no CUDA device (cudaGetDeviceCount: " DIST_DEVICE=cuda CUDA_VISIBLE_DEVICES=0
+  expect ok "!WARN" DIST_DEVICE=cpu CUDA_VISIBLE_DEVICES=0
+else
+  expect ok "!WARN" CUDA_VISIBLE_DEVICES=0
+  expect fail "DIST_DEVICE=cuda but this process can use no CUDA device (distmgr was built without CUDA)" DIST_DEVICE=cuda
+fi
 
 # Under the launcher: torchrun-style variables next to MPI ones lose.
 out=$(timeout 60 $LAUNCHER 2 env RANK=5 WORLD_SIZE=9 "$HELLO" 2>&1)
 if [ $? -eq 0 ] && [ "$(printf '%s\n' "$out" | grep -c 'rank [01]/2')" -eq 2 ]; then echo "PASS: RANK/WORLD_SIZE beside the launcher's variables"
 else failures=$((failures + 1)); echo "FAIL: RANK/WORLD_SIZE beside the launcher's variables"; printf '%s\n' "$out"; fi
 # A bad setting on one rank only: every rank returns an error, none hangs.
-out=$(timeout 60 $LAUNCHER 3 sh -c 'if [ "${OMPI_COMM_WORLD_RANK:-${SLURM_PROCID:-0}}" = 1 ]; then export DIST_DEVICE=gpu; fi; exec "$0"' "$HELLO" 2>&1)
-if [ "$(printf '%s\n' "$out" | grep -c 'reading the DIST_\* settings failed on rank 1')" -eq 2 ] &&
+out=$(timeout 60 $LAUNCHER 3 sh -c 'if [ "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-${SLURM_PROCID:-0}}}" = 1 ]; then export DIST_DEVICE=gpu; fi; exec "$0"' "$HELLO" 2>&1)
+if [ "$(printf '%s\n' "$out" | grep -c 'starting distmgr (DIST_\* settings, launch detection, launcher check) failed on rank 1')" -eq 2 ] &&
    printf '%s\n' "$out" | grep -q "DIST_DEVICE='gpu'"; then echo "PASS: one rank's bad setting fails every rank"
 else failures=$((failures + 1)); echo "FAIL: one rank's bad setting fails every rank"; printf '%s\n' "$out"; fi
 # Ranks whose failures differ all return the same code (the most negative).
-out=$(timeout 60 $LAUNCHER 2 sh -c 'if [ "${OMPI_COMM_WORLD_RANK:-${SLURM_PROCID:-0}}" = 0 ]; then export DIST_LOG_LEVEL=loud; else export DIST_INIT_METHOD=MPICH; fi; exec "$0"' "$HELLO" 2>&1)
+out=$(timeout 60 $LAUNCHER 2 sh -c 'if [ "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-${SLURM_PROCID:-0}}}" = 0 ]; then export DIST_LOG_LEVEL=loud; else export DIST_INIT_METHOD=ENV; fi; exec "$0"' "$HELLO" 2>&1)
 if [ "$(printf '%s\n' "$out" | grep -c 'invalid DIST_\* setting')" -eq 2 ]; then echo "PASS: different failures, one code"
 else failures=$((failures + 1)); echo "FAIL: different failures, one code"; printf '%s\n' "$out"; fi
 # MASTER_ADDR/MASTER_PORT set on rank 0 only: no hang, every rank reports rank 0's.
-out=$(timeout 60 $LAUNCHER 2 sh -c 'if [ "${OMPI_COMM_WORLD_RANK:-${SLURM_PROCID:-0}}" = 0 ]; then export MASTER_ADDR=headnode MASTER_PORT=4242; fi; exec "$0"' "$HELLO" 2>&1)
+out=$(timeout 60 $LAUNCHER 2 sh -c 'if [ "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-${SLURM_PROCID:-0}}}" = 0 ]; then export MASTER_ADDR=headnode MASTER_PORT=4242; fi; exec "$0"' "$HELLO" 2>&1)
 if [ "$(printf '%s\n' "$out" | grep -c 'master headnode:4242$')" -eq 2 ]; then echo "PASS: master address from rank 0"
 else failures=$((failures + 1)); echo "FAIL: master address from rank 0"; printf '%s\n' "$out"; fi
+# GPUs allocated, CUDA unusable: one warning per node (2 ranks on one node,
+# then as 2 simulated nodes).
+if [ $CUDA_BUILD = yes ]; then
+  for rpn in 2 1; do
+    out=$(timeout 60 $LAUNCHER 2 env CUDA_VISIBLE_DEVICES=0 DIST_RANKS_PER_NODE=$rpn "$HELLO" 2>&1)
+    n=$(printf '%s\n' "$out" | grep -c 'GPUs were allocated but CUDA cannot be used on this node')
+    if [ $? -le 1 ] && [ "$n" -eq $((2 / rpn)) ]; then echo "PASS: fallback warning once per node ($((2 / rpn)) node(s))"
+    else failures=$((failures + 1)); echo "FAIL: fallback warning once per node ($((2 / rpn)) node(s)): $n lines"; printf '%s\n' "$out"; fi
+  done
+fi
 # Leaving without dist_manager_finalize: alone, a clean exit; in a
 # distributed run the job ends with MPI_Abort and a message (the others could
 # be waiting in a collective: finalizing MPI would hang them).

@@ -349,7 +349,7 @@ static void test_settings_warn_unknown(void) {
 static void expect_device(int setting, int visible, int local_rank, dist_device_kind kind, int index) {
   unsigned before = CU_get_number_of_failures();
   dist_device d = {(dist_device_kind)77, -77};
-  ASSERT_OK(dist__device_choose(setting, visible, local_rank, &d));
+  ASSERT_OK(dist__device_choose(setting, visible, "", local_rank, &d));
   CU_ASSERT_EQUAL(d.kind, kind);
   CU_ASSERT_EQUAL(d.index, index);
   if (CU_get_number_of_failures() != before)
@@ -379,11 +379,82 @@ static void test_device_explicit(void) {
   expect_device(0, 1, 5, DIST_DEVICE_CUDA, 0);
 }
 
+/* DIST_DEVICE=cuda: as auto where GPUs are visible, an error naming the
+ * reason where none is. */
+static void test_device_cuda_required(void) {
+  expect_device(DIST__DEVICE_CUDA, 4, 6, DIST_DEVICE_CUDA, 2);
+  expect_device(DIST__DEVICE_CUDA, 1, 3, DIST_DEVICE_CUDA, 0);
+  dist_device d = {DIST_DEVICE_CUDA, 42};
+  ASSERT_STATUS(dist__device_choose(DIST__DEVICE_CUDA, 0, "cudaGetDeviceCount: no driver", 0, &d), DIST_ERR_SETTING);
+  ASSERT_MSG_HAS("DIST_DEVICE=cuda but this process can use no CUDA device (cudaGetDeviceCount: no driver)");
+  CU_ASSERT_EQUAL(d.index, 42);
+}
+
+/* Which environments say GPUs were given to this process. */
+static void test_gpus_allocated(void) {
+  static const struct { const char *env[3]; int given; const char *what; } cases[] = {
+      {{NULL}, 0, ""},
+      {{"CUDA_VISIBLE_DEVICES=", NULL}, 0, ""},
+      {{"CUDA_VISIBLE_DEVICES=-1", NULL}, 0, ""},
+      {{"CUDA_VISIBLE_DEVICES=NoDevFiles", NULL}, 0, ""},
+      {{"CUDA_VISIBLE_DEVICES=0,1", NULL}, 1, "CUDA_VISIBLE_DEVICES=0,1"},
+      {{"CUDA_VISIBLE_DEVICES=GPU-8d1e", NULL}, 1, "CUDA_VISIBLE_DEVICES=GPU-8d1e"},
+      {{"SLURM_STEP_GPUS=2", NULL}, 1, "SLURM_STEP_GPUS=2"},
+      {{"SLURM_JOB_GPUS=0,1,2,3", NULL}, 1, "SLURM_JOB_GPUS=0,1,2,3"},
+      {{"SLURM_GPUS_ON_NODE=0", NULL}, 0, ""},
+      {{"SLURM_GPUS_ON_NODE=4", NULL}, 1, "SLURM_GPUS_ON_NODE=4"},
+      {{"SLURM_GPUS_PER_TASK=x", NULL}, 0, ""},
+      {{"CUDA_VISIBLE_DEVICES=-1", "SLURM_GPUS_ON_NODE=2", NULL}, 1, "SLURM_GPUS_ON_NODE=2"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char what[96];
+    int given = dist__gpus_allocated(cases[i].env, what, sizeof what);
+    CU_ASSERT_EQUAL(given, cases[i].given);
+    CU_ASSERT_STRING_EQUAL(what, cases[i].what);
+  }
+  /* A control byte is quoted as '?', a long value cut with "...". */
+  const char *ctl[] = {"CUDA_VISIBLE_DEVICES=0\n1", NULL};
+  char what[96];
+  CU_ASSERT_EQUAL(dist__gpus_allocated(ctl, what, sizeof what), 1);
+  CU_ASSERT_STRING_EQUAL(what, "CUDA_VISIBLE_DEVICES=0?1");
+  char longv[120] = "CUDA_VISIBLE_DEVICES=";
+  memset(longv + strlen(longv), '7', 60);
+  const char *lv[] = {longv, NULL};
+  CU_ASSERT_EQUAL(dist__gpus_allocated(lv, what, sizeof what), 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(what, "..."));
+  CU_ASSERT_EQUAL(strlen(what), strlen("CUDA_VISIBLE_DEVICES=") + 40 + 3);
+}
+
+/* One warning per node: the node's lowest rank that fell back, the lowest
+ * rank of the first pair sharing a GPU. Rows: status, leader, local rank,
+ * device key, flags. */
+static void test_device_notes(void) {
+  /* Two nodes {0,1,2} and {3,4}; ranks 1 and 2 fell back; ranks 3 and 4 share key 9. */
+  const int64_t rows[] = {0, 0, 0, 0, 0,                    0, 0, 1, 0, DIST__DEV_FELL_BACK,
+                          0, 0, 2, 0, DIST__DEV_FELL_BACK,  0, 3, 0, 9, 0,
+                          0, 3, 1, 9, 0};
+  int a, b, n;
+  CU_ASSERT_EQUAL(dist__device_notes(rows, 5, 0, &a, &b, &n), 0);
+  CU_ASSERT_EQUAL(n, 3);
+  CU_ASSERT_EQUAL(dist__device_notes(rows, 5, 1, &a, &b, &n), DIST__NOTE_FELL_BACK);
+  CU_ASSERT_EQUAL(dist__device_notes(rows, 5, 2, &a, &b, &n), 0);
+  CU_ASSERT_EQUAL(dist__device_notes(rows, 5, 3, &a, &b, &n), DIST__NOTE_SHARED);
+  CU_ASSERT_EQUAL(a, 3);
+  CU_ASSERT_EQUAL(b, 4);
+  CU_ASSERT_EQUAL(n, 2);
+  CU_ASSERT_EQUAL(dist__device_notes(rows, 5, 4, &a, &b, &n), 0);
+  /* Equal keys on different nodes are different GPUs' hashes only by accident
+   * of this table: never reported across nodes. */
+  const int64_t apart[] = {0, 0, 0, 5, 0, 0, 1, 0, 5, 0};
+  CU_ASSERT_EQUAL(dist__device_notes(apart, 2, 0, &a, &b, &n), 0);
+  CU_ASSERT_EQUAL(dist__device_notes(apart, 2, 1, &a, &b, &n), 0);
+}
+
 static void test_device_out_of_range(void) {
   static const int cases[][2] = {{4, 4}, {0, 0}, {9, 2}}; /* setting, visible */
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     dist_device d = {DIST_DEVICE_CUDA, 42};
-    ASSERT_STATUS(dist__device_choose(cases[i][0], cases[i][1], 0, &d), DIST_ERR_SETTING);
+    ASSERT_STATUS(dist__device_choose(cases[i][0], cases[i][1], "", 0, &d), DIST_ERR_SETTING);
     ASSERT_MSG_HAS("DIST_DEVICE");
     CU_ASSERT_EQUAL(d.kind, DIST_DEVICE_CUDA); /* unchanged */
     CU_ASSERT_EQUAL(d.index, 42);
@@ -617,6 +688,9 @@ static CU_TestInfo device_tests[] = {
     {"round robin", test_device_round_robin},
     {"explicit setting", test_device_explicit},
     {"setting out of range", test_device_out_of_range},
+    {"DIST_DEVICE=cuda requires a GPU", test_device_cuda_required},
+    {"GPUs allocated by the environment", test_gpus_allocated},
+    {"one warning per node", test_device_notes},
     {"kind names", test_device_kind_name},
     {"ranks sharing a GPU", test_device_shared},
     {"CUDA backend choice", test_cuda_backend_pick},

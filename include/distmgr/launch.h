@@ -8,7 +8,9 @@
  *   1. Open MPI   OMPI_COMM_WORLD_RANK present. Wins over SLURM_* (stale
  *                 SLURM_PROCID=0 when mpirun runs inside an sbatch allocation)
  *                 and over torchrun-style RANK/WORLD_SIZE.
- *   2. MPICH      PMI_RANK present (Hydra mpiexec, or srun --mpi=pmi2).
+ *   2. MPICH      PMI_RANK present (Hydra mpiexec, or srun --mpi=pmi2: SLURM's
+ *                 PMI-2 plugin sets PMI_RANK too, so an MPICH program under
+ *                 srun --mpi=pmi2 is detected as MPICH, with the same ranks).
  *   3. ENV        RANK present (torchrun). torchrun inside an sbatch/srun
  *                 allocation is the inner launcher, so it wins over SLURM_*.
  *   4. SLURM      SLURM_PROCID present. With SLURM_STEP_ID (an srun step) the
@@ -20,6 +22,9 @@
  * them. When another launcher's rank or size variable is also set and does
  * not mean the same rank and size, detection still succeeds and records a
  * note (see `note`); so does a size variable passed over for SINGLE.
+ * Launches that run fewer processes than the environment announces record a
+ * `warning`: an sbatch batch script with SLURM_NTASKS > 1 (only the script
+ * runs), and SINGLE forced while a launcher says its world has n > 1.
  *
  * Numbers are canonical decimal integers: digits only, "0" or without a
  * leading zero; no '+', no white space of any kind. */
@@ -52,6 +57,7 @@ typedef struct dist_launch {
   int slurm_batch;             /* 1: SLURM batch script without an srun step */
   int mpi_can_join;            /* 1: MPI_Init of these processes forms this world */
   char note[256];              /* why other launchers' variables were ignored, or "" */
+  char warning[256];           /* fewer processes run than announced (see above), or "" */
 } dist_launch;
 
 /* Describe the launch from `env`, a NULL-terminated list of "NAME=value"

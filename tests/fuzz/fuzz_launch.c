@@ -7,7 +7,8 @@
  * reference written here from the header's rules: the method AUTO picks,
  * 0 <= rank < size, local values inside the world, every number read equal
  * to its variable's text (only canonical integers are accepted), the master
- * address and port, the batch case, mpi_can_join, no last error written.
+ * address and port, the batch case, mpi_can_join, no last error written;
+ * the GPU-allocation reading (dist__gpus_allocated) quotes printably.
  * AUTO must equal the forced method it picks, and each call must repeat
  * exactly. Any violation aborts, so the fuzzer reports it.
  *
@@ -17,6 +18,7 @@
 #include <string.h>
 
 #include "distmgr.h"
+#include "internal.h"
 #include "env_input.h"
 
 typedef struct ref_vars {
@@ -56,6 +58,7 @@ static void check_success(char *const *env, dist_launch_method forced, const dis
   CHECK(l->local_rank < 0 || l->local_size < 0 || l->local_rank < l->local_size);
   CHECK(memchr(l->master_addr, '\0', sizeof l->master_addr) != NULL);
   CHECK(memchr(l->note, '\0', sizeof l->note) != NULL);
+  CHECK(memchr(l->warning, '\0', sizeof l->warning) != NULL);
   CHECK(l->master_port >= 0 && l->master_port <= 65535);
   CHECK(l->slurm_batch == 0 || l->slurm_batch == 1);
   CHECK(l->mpi_can_join == !(m == DIST_LAUNCH_ENV && l->size > 1));
@@ -129,6 +132,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     CHECK(dist_launch_detect(cenv, methods[i], &again) == status[i]);
     CHECK(memcmp(&again, &results[i], sizeof again) == 0);
   }
+  /* GPU allocation: a quoted variable exactly when given, printable, bounded. */
+  char what[96];
+  memset(what, 0x5A, sizeof what);
+  int given = dist__gpus_allocated(cenv, what, sizeof what);
+  CHECK(given == 0 || given == 1);
+  CHECK(memchr(what, '\0', sizeof what) != NULL);
+  CHECK(given == (what[0] != '\0'));
+  for (const char *c = what; *c; c++) CHECK((unsigned char)*c >= 32 && *c != 127);
   /* AUTO is the forced method it picks (SINGLE differs only in its note). */
   dist_launch_method picked = expected_method(env, DIST_LAUNCH_AUTO);
   int j = (int)picked; /* methods[] is in enum order */

@@ -47,6 +47,7 @@ static void check_success(char *const *env, const dist__settings *s) {
   v = env_lookup(env, "DIST_DEVICE");
   if (is_word(v, "auto")) CHECK(s->device == DIST__DEVICE_AUTO);
   else if (is_word(v, "cpu")) CHECK(s->device == DIST__DEVICE_CPU);
+  else if (is_word(v, "cuda")) CHECK(s->device == DIST__DEVICE_CUDA);
   else if (v) check_int(env, "DIST_DEVICE", s->device, 0, 1023, 0);
   else CHECK(s->device == DIST__DEVICE_AUTO);
 
