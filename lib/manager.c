@@ -315,6 +315,9 @@ static dist_status initialize(MPI_Comm adopt, const dist_init_options *options) 
    * all ranks agree on the outcome: nobody is left waiting in a collective. */
   dist_status read = read_settings();
   dist_status detected = read ? DIST_SUCCESS : detect(&o);
+  /* torchrun's processes: MPI_Init could only abort (under srun they all
+   * inherit one task's PMI identity), and there is no MPI world to agree in. */
+  if (detected && !read && m->launch.method == DIST_LAUNCH_ENV && !m->launch.mpi_can_join) return detected;
   DIST_CHECK(start_mpi(adopt, o.thread_level));
   MPI_Comm_size(m->world, &m->size);
   dist_status s = first_round(read, detected);

@@ -95,6 +95,22 @@ else failures=$((failures + 1)); echo "FAIL: different failures, one code"; prin
 out=$(timeout 60 $LAUNCHER 2 sh -c 'if [ "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-${SLURM_PROCID:-0}}}" = 0 ]; then export MASTER_ADDR=headnode MASTER_PORT=4242; fi; exec "$0"' "$HELLO" 2>&1)
 if [ "$(printf '%s\n' "$out" | grep -c 'master headnode:4242$')" -eq 2 ]; then echo "PASS: master address from rank 0"
 else failures=$((failures + 1)); echo "FAIL: master address from rank 0"; printf '%s\n' "$out"; fi
+# The other MPI's launcher (a real mismatch, where both MPIs are installed):
+# every rank says the launcher's world and this program's MPI, not a hint
+# to force a launch method.
+mpi=$(sed -n 's/^#define DIST_MPI_IMPL "\(.*\)"$/\1/p' "$B/config.h" 2>/dev/null)
+case $mpi in
+  MPICH) other="mpirun.openmpi --oversubscribe --allow-run-as-root -n" other_method=OPENMPI ;;
+  *) other="mpiexec.mpich -n" other_method=MPICH ;;
+esac
+if command -v "${other%% *}" >/dev/null 2>&1; then
+  out=$(timeout 60 $other 2 "$HELLO" 2>&1)
+  n=$(printf '%s\n' "$out" | grep -c "launcher $other_method says rank [01] of 2, but MPI sees a world of 1 process (rank 0).*this program's MPI (${mpi:-Open MPI}.*DIST_INIT_METHOD cannot help")
+  if [ "$n" -eq 2 ]; then echo "PASS: ${other%% *} starting a ${mpi:-Open MPI} program: every rank names both MPIs"
+  else failures=$((failures + 1)); echo "FAIL: ${other%% *} starting a ${mpi:-Open MPI} program ($n of 2 ranks said it)"; printf '%s\n' "$out"; fi
+else
+  echo "SKIP: ${other%% *} is not installed (the other MPI's launcher: mismatch check)"
+fi
 # GPUs allocated, CUDA unusable: one warning per node (2 ranks on one node,
 # then as 2 simulated nodes).
 if [ $CUDA_BUILD = yes ]; then
