@@ -21,23 +21,27 @@ typedef struct board {
   volatile entry *mine;
 } board;
 
+/* The entry is our own memory exposed with MPI_Win_create, not memory from
+ * MPI_Win_allocate: in MPICH 4.0.x with ch4:ucx (Debian 12's), a peer's
+ * MPI_Rget of a window from MPI_Win_allocate reads zeros for some ranks
+ * (pmodels/mpich#6110), which made ranks that had arrived look absent. */
 dist_status dist__board_open(void) {
   dist__manager *m = &dist__state;
   if (m->settings.timeout <= 0 || m->size == 1) return DIST_SUCCESS;
   board *b = calloc(1, sizeof *b);
-  void *base = NULL;
-  int rc = b ? MPI_Win_allocate((MPI_Aint)sizeof(entry), 1, MPI_INFO_NULL, m->world, &base, &b->win) : MPI_ERR_NO_MEM;
+  entry *mine = calloc(1, sizeof *mine);
+  int rc = b && mine ? MPI_Win_create(mine, (MPI_Aint)sizeof *mine, 1, MPI_INFO_NULL, m->world, &b->win) : MPI_ERR_NO_MEM;
   if (rc == MPI_SUCCESS) {
-    b->mine = base;
-    memset((void *)b->mine, 0, sizeof(entry));
+    b->mine = mine;
     b->mine->group = -1;
     MPI_Win_set_errhandler(b->win, MPI_ERRORS_RETURN);
     rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, b->win);
   }
-  dist_status s = rc == MPI_SUCCESS ? DIST_SUCCESS : dist__mpi_error(rc, "MPI_Win_allocate (progress board)");
+  dist_status s = rc == MPI_SUCCESS ? DIST_SUCCESS : dist__mpi_error(rc, "MPI_Win_create (progress board)");
   s = dist__agree(m->world, s, "opening the progress board for DIST_TIMEOUT");
   if (s) {
     free(b);
+    if (rc != MPI_SUCCESS) free(mine); /* else a window still exposes it (not freed: not collective here) */
     return s;
   }
   m->board = b;
@@ -51,7 +55,8 @@ void dist__board_close(int collective) {
   if (collective) {
     MPI_Win_unlock_all(b->win);
     MPI_Win_free(&b->win);
-  }
+    free((void *)b->mine);
+  } /* else the window stays, and its memory with it: peers may still read it */
   free(b);
   dist__state.board = NULL;
 }
