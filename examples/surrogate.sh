@@ -8,7 +8,9 @@
 # Rerunning continues from the last checkpoint (--resume) and reuses the dataset.
 set -eu
 B=${top_builddir:-$(dirname "$0")/../_build}
-L=${LAUNCHER:-mpirun --oversubscribe --allow-run-as-root -n}
+# LAUNCHER unset: the launcher configure chose for the build's MPI (config.h).
+L=${LAUNCHER:-$(sed -n 's/^#define DIST_DEFAULT_LAUNCHER "\(.*\)"$/\1/p' "$B/config.h" 2>/dev/null || :)}
+L=${L:-mpirun --oversubscribe --allow-run-as-root -n}
 NP=${NP:-4}
 OUT=${OUT:-$(pwd)/surrogate}
 SIM_FLAGS=${SIM_FLAGS:-}

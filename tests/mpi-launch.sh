@@ -1,7 +1,9 @@
 #!/bin/sh
 # Log compiler for "PROG-npN.mpi" tests: run PROG on N ranks through
-# $LAUNCHER (e.g. "mpirun --oversubscribe --allow-run-as-root -n" or
-# "srun --overcommit -n"), under a timeout so a hang fails instead of blocking.
+# $LAUNCHER (e.g. "mpirun --oversubscribe --allow-run-as-root -n",
+# "mpiexec.mpich -n" or "srun --overcommit -n"; unset: the launcher configure
+# chose for this build's MPI, DIST_DEFAULT_LAUNCHER in config.h), under a
+# timeout so a hang fails instead of blocking.
 # "PROG-npN-rpnK.mpi" also sets DIST_RANKS_PER_NODE=K (N ranks as N/K nodes
 # of K on one machine).
 set -u
@@ -14,6 +16,7 @@ esac
 prog=${base%-np*}
 np=${base##*-np}
 case $np in ''|*[!0-9]*) echo "mpi-launch: cannot read a rank count from '$test_file'" >&2; exit 99 ;; esac
-launcher=${LAUNCHER:-mpirun --oversubscribe --allow-run-as-root -n}
+launcher=${LAUNCHER:-$(sed -n 's/^#define DIST_DEFAULT_LAUNCHER "\(.*\)"$/\1/p' "${top_builddir:-$dir/..}/config.h" 2>/dev/null || :)}
+launcher=${launcher:-mpirun --oversubscribe --allow-run-as-root -n}
 echo "mpi-launch: ${DIST_RANKS_PER_NODE:+DIST_RANKS_PER_NODE=$DIST_RANKS_PER_NODE }timeout ${TEST_TIMEOUT:-120} $launcher $np $dir/$prog"
 exec timeout -k 5 "${TEST_TIMEOUT:-120}" $launcher "$np" "$dir/$prog"

@@ -10,7 +10,8 @@
 #    does not fit, flags out of range, a disk that fills up during a
 #    checkpoint (the previous one survives): an error naming the cause on
 #    every rank, no hang.
-# Environment: LAUNCHER (e.g. "mpirun --oversubscribe -n"), top_builddir.
+# Environment: LAUNCHER (e.g. "mpirun --oversubscribe -n"; unset: the launcher
+# configure chose for this build's MPI, from config.h), top_builddir.
 set -u
 # Under the sanitizer configuration (tests/sanitizer/env.sh) the pipeline runs
 # with ASan's fast unwinder and no leak check (SANITIZER_PIPELINE_ASAN_OPTIONS;
@@ -22,7 +23,8 @@ if [ -n "${SANITIZER_PIPELINE_ASAN_OPTIONS:-}" ]; then
   export ASAN_OPTIONS
 fi
 B=${top_builddir:-.}
-L=${LAUNCHER:-mpirun --oversubscribe --allow-run-as-root -n}
+L=${LAUNCHER:-$(sed -n 's/^#define DIST_DEFAULT_LAUNCHER "\(.*\)"$/\1/p' "$B/config.h" 2>/dev/null || :)}
+L=${L:-mpirun --oversubscribe --allow-run-as-root -n}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fails=0

@@ -102,7 +102,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: faults SCENARIO\n");
     return 2;
   }
+  /* the launcher's rank until the manager says (Open MPI, MPICH's Hydra, SLURM) */
   const char *env_rank = getenv("OMPI_COMM_WORLD_RANK");
+  if (!env_rank) env_rank = getenv("PMI_RANK");
+  if (!env_rank) env_rank = getenv("SLURM_PROCID");
   R = env_rank ? atoi(env_rank) : 0;
   if (report("dist_manager_initialize", dist_manager_initialize())) return 1;
   dist_manager_rank(&R);

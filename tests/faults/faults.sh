@@ -8,6 +8,8 @@
 set -u
 B=${top_builddir:-.}
 PROG="$B/tests/faults/faults"
+# LAUNCHER unset: the launcher configure chose for this build's MPI (config.h).
+LAUNCHER=${LAUNCHER:-$(sed -n 's/^#define DIST_DEFAULT_LAUNCHER "\(.*\)"$/\1/p' "$B/config.h" 2>/dev/null || :)}
 LAUNCHER=${LAUNCHER:-mpirun --oversubscribe --allow-run-as-root -n}
 NP=4
 failures=0
