@@ -85,6 +85,10 @@ int dist__device_visible_count(char *why, size_t n);
  * (CUDA_VISIBLE_DEVICES naming devices, SLURM's GPU variables)? Then 1 with
  * the variable and its value in `what`. Pure. */
 int dist__gpus_allocated(const char *const *env, char *what, size_t n);
+/* Processes the launcher starts on this node: its local size, or for an srun
+ * step SLURM_STEP_TASKS_PER_NODE ("2(x3),1") at SLURM_NODEID; -1 if unknown.
+ * Pure. */
+int dist__launch_node_tasks(const char *const *env, const dist_launch *l);
 /* What rank `me` reports about its node from the start-up table (rows of
  * DIST__ROW_WORDS, state.h): DIST__NOTE_FELL_BACK when it is the node's
  * lowest rank that runs on the CPU although GPUs were allocated;

@@ -3,6 +3,7 @@
 #include "internal.h"
 
 #include <limits.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -254,4 +255,31 @@ int dist__gpus_allocated(const char *const *env, char *what, size_t n) {
     if (v && dist__parse_int_loose(v, &k) && k > 0) return quote(what, n, counts[i], v), 1;
   }
   return 0;
+}
+
+int dist__launch_node_tasks(const char *const *env, const dist_launch *l) {
+  if (l->local_size > 0) return l->local_size;
+  const char *list = dist__env_get(env, "SLURM_STEP_TASKS_PER_NODE");
+  long node;
+  if (l->method != DIST_LAUNCH_SLURM || l->slurm_batch || !list ||
+      !dist__parse_int_loose(dist__env_get(env, "SLURM_NODEID"), &node) || node < 0)
+    return -1;
+  /* "4", "2(x3),1": tasks per node, runs of equal nodes as N(xK). */
+  const char *p = list;
+  while (*p) {
+    char *end;
+    long tasks = strtol(p, &end, 10), times = 1;
+    if (end == p || tasks < 0 || tasks > INT_MAX) return -1;
+    p = end;
+    if (strncmp(p, "(x", 2) == 0) {
+      times = strtol(p + 2, &end, 10);
+      if (end == p + 2 || *end != ')' || times < 1) return -1;
+      p = end + 1;
+    }
+    if (node < times) return (int)tasks;
+    node -= times;
+    if (*p == ',') p++;
+    else if (*p) return -1;
+  }
+  return -1;
 }

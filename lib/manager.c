@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 
 #include "board.h"
@@ -110,6 +111,13 @@ static dist_status start_mpi(MPI_Comm adopt, dist_thread_level level) {
      * MPI_Allreduce on large buffers here. Rabenseifner's algorithm matches
      * it. Only a default: the user's own setting wins, other MPIs ignore it. */
     setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "3", 0);
+    /* More ranks than cores on this node (srun --overcommit; Open MPI's own
+     * mpirun already does this when oversubscribed): busy-polling ranks steal
+     * each other's cores, and start-up took 1.4 s instead of 0.27 s for 4
+     * ranks on 2 cores (bench/RESULTS.md). Also only a default. */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores > 0 && dist__launch_node_tasks((const char *const *)environ, &m->launch) > cores)
+      setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
     int rc = MPI_Init_thread(NULL, NULL, MPI_LEVELS[level], &provided);
     if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Init_thread");
     m->mpi_ours = 1;

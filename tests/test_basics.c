@@ -425,6 +425,28 @@ static void test_gpus_allocated(void) {
   CU_ASSERT_EQUAL(strlen(what), strlen("CUDA_VISIBLE_DEVICES=") + 40 + 3);
 }
 
+/* Tasks the launcher starts on this node (for the oversubscription default). */
+static void test_node_tasks(void) {
+  static const struct { const char *env[6]; int tasks; } cases[] = {
+      {{"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=4", "OMPI_COMM_WORLD_LOCAL_SIZE=3", NULL}, 3},
+      {{"SLURM_PROCID=0", "SLURM_NTASKS=4", "SLURM_STEP_ID=0", "SLURM_STEP_TASKS_PER_NODE=4", "SLURM_NODEID=0", NULL}, 4},
+      {{"SLURM_PROCID=5", "SLURM_NTASKS=7", "SLURM_STEP_ID=0", "SLURM_STEP_TASKS_PER_NODE=2(x3),1", "SLURM_NODEID=2", NULL}, 2},
+      {{"SLURM_PROCID=6", "SLURM_NTASKS=7", "SLURM_STEP_ID=0", "SLURM_STEP_TASKS_PER_NODE=2(x3),1", "SLURM_NODEID=3", NULL}, 1},
+      {{"SLURM_PROCID=6", "SLURM_NTASKS=7", "SLURM_STEP_ID=0", "SLURM_STEP_TASKS_PER_NODE=2(x3),1", "SLURM_NODEID=4", NULL}, -1},
+      {{"SLURM_PROCID=0", "SLURM_NTASKS=4", "SLURM_STEP_ID=0", "SLURM_STEP_TASKS_PER_NODE=2(x", "SLURM_NODEID=0", NULL}, -1},
+      {{"SLURM_PROCID=0", "SLURM_NTASKS=4", "SLURM_STEP_ID=0", "SLURM_STEP_TASKS_PER_NODE=4;1", "SLURM_NODEID=1", NULL}, -1},
+      {{"SLURM_PROCID=0", "SLURM_NTASKS=4", "SLURM_STEP_ID=0", "SLURM_STEP_TASKS_PER_NODE=4", NULL}, -1},
+      {{"SLURM_PROCID=0", "SLURM_NTASKS=4", "SLURM_STEP_TASKS_PER_NODE=4", "SLURM_NODEID=0", NULL}, 1}, /* batch: local size 1 */
+      {{NULL}, 1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    dist_launch l;
+    ASSERT_OK(dist_launch_detect(cases[i].env, DIST_LAUNCH_AUTO, &l));
+    CU_ASSERT_EQUAL(dist__launch_node_tasks(cases[i].env, &l), cases[i].tasks);
+    if (dist__launch_node_tasks(cases[i].env, &l) != cases[i].tasks) fprintf(stderr, "  ^ node tasks case %zu\n", i);
+  }
+}
+
 /* One warning per node: the node's lowest rank that fell back, the lowest
  * rank of the first pair sharing a GPU. Rows: status, leader, local rank,
  * device key, flags. */
@@ -691,6 +713,7 @@ static CU_TestInfo device_tests[] = {
     {"DIST_DEVICE=cuda requires a GPU", test_device_cuda_required},
     {"GPUs allocated by the environment", test_gpus_allocated},
     {"one warning per node", test_device_notes},
+    {"tasks on this node", test_node_tasks},
     {"kind names", test_device_kind_name},
     {"ranks sharing a GPU", test_device_shared},
     {"CUDA backend choice", test_cuda_backend_pick},

@@ -132,6 +132,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     CHECK(dist_launch_detect(cenv, methods[i], &again) == status[i]);
     CHECK(memcmp(&again, &results[i], sizeof again) == 0);
   }
+  if (status[0] == DIST_SUCCESS) {
+    int tasks = dist__launch_node_tasks(cenv, &results[0]);
+    CHECK(tasks == -1 || tasks >= 0);
+  }
   /* GPU allocation: a quoted variable exactly when given, printable, bounded. */
   char what[96];
   memset(what, 0x5A, sizeof what);
