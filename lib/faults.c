@@ -12,6 +12,7 @@
 #define OUTBOX 16   /* send buffers, reused in turn: a notice is long delivered when its slot comes round */
 
 typedef struct notice {
+  int32_t session; /* which dist_manager_initialize of the sender: older ones are ignored */
   int32_t type, rank, ngroups;
   int32_t occurrence; /* PRECHECK: how many times the sender has failed with this key */
   uint64_t arrived[GROUPS];
@@ -25,6 +26,11 @@ static notice **inbox;        /* [world rank * TYPES + type]: the latest notice 
 static struct { char key[128]; int count; } keys[KEYS]; /* this rank's own PRECHECK failures */
 static int nkeys;
 static int open_; /* m->faults is valid (it is 0, not MPI_COMM_NULL, in a zeroed state) */
+/* Counts dist__faults_open calls, the same on every rank (initialize is
+ * collective). Notices of an earlier session can still arrive: MPICH gives
+ * a new communicator the context of a freed one whose unreceived notices
+ * are still queued. */
+static int32_t session;
 
 dist_status dist__faults_open(void) {
   dist__manager *m = &dist__state;
@@ -34,6 +40,7 @@ dist_status dist__faults_open(void) {
   int rc = MPI_Comm_dup(m->world, &m->faults);
   if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Comm_dup (fault channel)");
   MPI_Comm_set_errhandler(m->faults, MPI_ERRORS_RETURN);
+  session++;
   nkeys = 0;
   open_ = 1;
   return DIST_SUCCESS;
@@ -65,6 +72,7 @@ void dist__faults_announce(dist__fault_type type, const char *key, const char *t
   if (!open_ || m->size == 1) return;
   notice *n = &outbox[nout++ % OUTBOX];
   memset(n, 0, sizeof *n);
+  n->session = session;
   n->type = type;
   n->rank = m->rank;
   fill_arrived(n);
@@ -94,9 +102,9 @@ static void receive(void) {
     MPI_Get_count(&st, MPI_BYTE, &count);
     if (MPI_Recv(n ? n : &dummy, (int)sizeof *n, MPI_BYTE, st.MPI_SOURCE, TAG, m->faults, MPI_STATUS_IGNORE) !=
             MPI_SUCCESS ||
-        !n || count != (int)sizeof *n || n->type < 0 || n->type >= DIST__FAULT_TYPES || n->rank != st.MPI_SOURCE ||
-        n->ngroups < 0 || n->ngroups > GROUPS) {
-      free(n); /* not a notice of this build: ignored */
+        !n || count != (int)sizeof *n || n->session != session || n->type < 0 || n->type >= DIST__FAULT_TYPES ||
+        n->rank != st.MPI_SOURCE || n->ngroups < 0 || n->ngroups > GROUPS) {
+      free(n); /* not a notice of this build, or of an earlier session: ignored */
       continue;
     }
     n->key[sizeof n->key - 1] = n->text[sizeof n->text - 1] = 0;
