@@ -70,9 +70,10 @@ static dist_status waited(int rc, MPI_Request *q, const char *call) {
 }
 
 /* With DIST_TIMEOUT set, every blocking call runs as its non-blocking form
- * plus a bounded wait; otherwise as the blocking call itself. */
+ * plus a bounded wait; so too where waits must yield the core (an MPI that
+ * busy-polls, more ranks than cores); otherwise as the blocking call itself. */
 #define BLOCKING(blocking, nonblocking, ...)                                                            \
-  (dist__wait_polled() ? waited(nonblocking(__VA_ARGS__, &q_), &q_, #nonblocking) : done(blocking(__VA_ARGS__), #blocking))
+  (dist__wait_polled() || dist__wait_yields() ? waited(nonblocking(__VA_ARGS__, &q_), &q_, #nonblocking) : done(blocking(__VA_ARGS__), #blocking))
 
 static dist_status all_reduce(dist__group *g, const void *send, void *recv, size_t count, dist_dtype t,
                               dist_reduce_op op, dist__pending *p) {

@@ -3,12 +3,32 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "board.h"
 #include "faults.h"
 #include "wait.h"
 
 int dist__wait_polled(void) { return dist__state.settings.timeout > 0; }
+
+extern char **environ;
+
+int dist__wait_yields(void) {
+#ifdef OPEN_MPI
+  return 0; /* Open MPI yields by itself when oversubscribed (mpi_yield_when_idle, see manager.c) */
+#else
+  /* MPICH's ch4 device busy-polls in every blocking call and has no setting
+   * to yield: with more ranks than cores, a waiting rank keeps the core its
+   * peer needs (3 ranks on 2 cores: the surrogate's dataset took minutes
+   * instead of seconds). Then distmgr waits itself and yields. */
+  static int known = -1;
+  if (known < 0) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    known = cores > 0 && dist__launch_node_tasks((const char *const *)environ, &dist__state.launch) > cores;
+  }
+  return known;
+#endif
+}
 
 void dist__call_enter(const char *what, dist__group *g) {
   dist__manager *m = &dist__state;
@@ -46,8 +66,8 @@ dist_status dist__wait(MPI_Request *r, const char *call, int kind) {
   dist__manager *m = &dist__state;
   int watch = m->initialized && m->size > 1 && (kind == DIST__WAIT_CONTROL || m->settings.timeout > 0);
   double limit = m->settings.timeout;
-  int rc;
-  if (!watch && limit <= 0) {
+  int rc, yield = dist__wait_yields();
+  if (!watch && limit <= 0 && !yield) {
     rc = MPI_Wait(r, MPI_STATUS_IGNORE);
     return rc == MPI_SUCCESS ? DIST_SUCCESS : dist__mpi_error(rc, call);
   }
@@ -67,7 +87,7 @@ dist_status dist__wait(MPI_Request *r, const char *call, int kind) {
     }
     /* Give the core away while waiting long: ranks may share cores. */
     if (t > 0.05) nanosleep(&(struct timespec){0, 20000}, NULL);
-    else if (t > 1e-3) sched_yield();
+    else if (t > 1e-3 || yield) sched_yield();
   }
   dist__board_waiting(0);
   return rc == MPI_SUCCESS ? DIST_SUCCESS : dist__mpi_error(rc, call);

@@ -14,8 +14,12 @@
 
 dist_status dist__wait(MPI_Request *r, const char *call, int kind);
 dist_status dist__waitall(int n, MPI_Request *r, const char *call);
-/* Are data waits polled? (Then blocking MPI calls go non-blocking + dist__wait.) */
+/* Are data waits polled for DIST_TIMEOUT? (Then blocking MPI calls go non-blocking + dist__wait.) */
 int dist__wait_polled(void);
+/* Must waits give the core away from the start? With an MPI that busy-polls
+ * without yielding (MPICH) and more ranks on this node than cores. Then
+ * blocking MPI calls also go non-blocking + dist__wait. */
+int dist__wait_yields(void);
 
 /* Start a collective call on group g (NULL: a control point outside any
  * group): advances g's call counter, publishes the arrival (board.c) and
