@@ -16,26 +16,32 @@
 #                                   the rate; MTU 9000 (TWO_NODES_MTU).
 #                                   Removes leftovers of an earlier "up" first.
 #   two-nodes.sh run NP PROG ARGS...
-#                                   run PROG on NP ranks with mpirun started inside
-#                                   PREFIX0: ceil(NP/2) ranks on PREFIX0, the rest on
-#                                   PREFIX1. Each node has its own hostname (the
-#                                   namespace name), so MPI sees two nodes. The exit
-#                                   status is the program's (124: timed out).
+#                                   run PROG on NP ranks with the MPI's launcher
+#                                   (Open MPI: mpirun; MPICH: Hydra's mpiexec) started
+#                                   inside PREFIX0: ceil(NP/2) ranks on PREFIX0, the
+#                                   rest on PREFIX1. Each node has its own hostname
+#                                   (the namespace name), so MPI sees two nodes. The
+#                                   exit status is the program's (124: timed out).
 #   two-nodes.sh down               kill what still runs in the namespaces, delete them
 #
 # Environment:
 #   TWO_NODES_PREFIX        namespace/host name prefix (default distnode)
 #   TWO_NODES_TIMEOUT       time limit of "run", as for timeout(1) (default 300)
+#   TWO_NODES_MPI           the MPI PROG is built with: openmpi or mpich (default:
+#                           from the MPI library PROG links, else openmpi)
 #   TWO_NODES_ENV           space-separated variable names (or NAME=VALUE) that
-#                           "run" passes to the ranks (mpirun -x)
-#   TWO_NODES_MPIRUN_ARGS   extra mpirun arguments for "run" (split on spaces)
+#                           "run" passes to the ranks (mpirun -x, mpiexec -genv)
+#   TWO_NODES_MPIRUN_ARGS   extra mpirun/mpiexec arguments for "run" (split on spaces)
 #   TWO_NODES_RELAY         the netrelay program for "up RATE DELAY" (default:
 #                           tests/netrelay under the working directory, then next
 #                           to this script, then on PATH)
 #   TWO_NODES_MTU           MTU of the TAP devices (default 9000)
 #
 # Needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN), iproute2, util-linux unshare, and
-# tc for RATE. PROG is run by its absolute path; the working directory is kept.
+# tc for RATE. With MPICH, mpiexec (Hydra) is told the address of node 0
+# (-localhost), since the node names resolve nowhere, and UCX is kept to TCP
+# (UCX_TLS=tcp,self) between the nodes: it would otherwise use shared memory,
+# as both namespaces are on one machine. PROG is run by its absolute path; the working directory is kept.
 # The veth is shaped only in bandwidth (tbf): delay needs netem, which this
 # kernel lacks, hence the user-space relay for DELAY.
 
@@ -155,9 +161,13 @@ skip() {
 cmd_check() {
     local t a b
     [ "$EUID" = 0 ] || skip "not root (network namespaces need CAP_NET_ADMIN)"
-    for t in ip unshare timeout mpirun; do
-        command -v "$t" >/dev/null 2>&1 || skip "'$t' not found (needs iproute2, util-linux, coreutils, Open MPI)"
+    for t in ip unshare timeout; do
+        command -v "$t" >/dev/null 2>&1 || skip "'$t' not found (needs iproute2, util-linux, coreutils)"
     done
+    case ${TWO_NODES_MPI:-openmpi} in
+        mpich) command -v mpiexec.mpich >/dev/null 2>&1 || skip "'mpiexec.mpich' not found (MPICH's Hydra)" ;;
+        *) command -v mpirun >/dev/null 2>&1 || skip "'mpirun' not found (Open MPI)" ;;
+    esac
     a=tn-check$$-0
     b=tn-check$$-1
     CHECK_NS="$a $b"
@@ -292,15 +302,28 @@ on_signal() {
     exit "$2"
 }
 
+# mpi_of EXE: "mpich" or "openmpi" from the MPI library EXE (or, for a libtool
+# wrapper script, the program under .libs) links; empty when unknown.
+mpi_of() {
+    local f=$1 c libs
+    for c in "$f" "$(dirname -- "$f")/.libs/$(basename -- "$f")" "$(dirname -- "$f")/.libs/lt-$(basename -- "$f")"; do
+        [ -f "$c" ] || continue
+        libs=$(ldd "$c" 2>/dev/null) || continue
+        case $libs in
+            *libmpich*) echo mpich; return 0 ;;
+            *libmpi.so*) echo openmpi; return 0 ;;
+        esac
+    done
+}
+
 cmd_run() {
     [ $# -ge 2 ] || usage
-    local np=$1 prog exe n0 n1 tmp agent hostfile name rc ip_bin unshare_bin hostname_bin sethost envlist
+    local np=$1 prog exe n0 n1 tmp agent hostfile hosts name rc ip_bin unshare_bin hostname_bin sethost envlist mpi
     shift
     case $np in '' | *[!0-9]* | 0*) die "NP='$np' must be a positive integer" ;; esac
     need_tool ip iproute2
     need_tool unshare util-linux
     need_tool timeout coreutils
-    need_tool mpirun "Open MPI"
     { ns_exists "$NODE0" && ns_exists "$NODE1"; } || die "namespaces $NODE0/$NODE1 are missing: run '$PROG up' first"
 
     # The ranks start in another namespace with another host name: name PROG by
@@ -312,6 +335,13 @@ cmd_run() {
         *) exe=$(command -v -- "$prog") || die "PROG '$prog' not found on PATH" ;;
     esac
     { [ -f "$exe" ] && [ -x "$exe" ]; } || die "PROG '$prog' ($exe) is not an executable file"
+    mpi=${TWO_NODES_MPI:-$(mpi_of "$exe")}
+    mpi=${mpi:-openmpi}
+    case $mpi in
+        openmpi) need_tool mpirun "Open MPI" ;;
+        mpich) need_tool mpiexec.mpich "MPICH's Hydra" ;;
+        *) die "TWO_NODES_MPI='$mpi' must be openmpi or mpich" ;;
+    esac
 
     n0=$(((np + 1) / 2))
     n1=$((np / 2))
@@ -329,8 +359,9 @@ cmd_run() {
         [ "$n1" -eq 0 ] || echo "$NODE1 slots=$n1"
     } >"$hostfile"
 
-    # mpirun calls "agent [options] HOST COMMAND..." as it would call ssh; the
-    # agent runs COMMAND (the Open MPI daemon) in namespace HOST with host name HOST.
+    # mpirun (mpiexec) calls "agent [options] HOST COMMAND..." as it would call
+    # ssh; the agent runs COMMAND (the Open MPI daemon, Hydra's proxy) in
+    # namespace HOST with host name HOST.
     if [ -n "$hostname_bin" ]; then
         sethost="$hostname_bin \"\$0\""
     else
@@ -338,7 +369,7 @@ cmd_run() {
     fi
     cat >"$agent" <<EOF
 #!/bin/sh
-# rsh agent generated by two-nodes.sh: run an Open MPI daemon on a simulated node.
+# rsh agent generated by two-nodes.sh: run an MPI daemon on a simulated node.
 while [ \$# -gt 0 ]; do
     case \$1 in -*) shift ;; *) break ;; esac
 done
@@ -352,33 +383,48 @@ exec $ip_bin netns exec "\$host" $unshare_bin --uts sh -c '$sethost && eval "\$1
 EOF
     chmod 755 "$agent"
 
-    # mpirun options, then the variables to pass, then PROG and its arguments.
+    # Launcher options, then the variables to pass, then PROG and its arguments.
     set -- "$exe" "$@"
     envlist=${TWO_NODES_ENV:-}
     for name in $envlist; do
         case $name in
-            *=*) set -- -x "$name" "$@" ;;
+            *=*)
+                if [ "$mpi" = mpich ]; then set -- -genv "${name%%=*}" "${name#*=}" "$@"; else set -- -x "$name" "$@"; fi ;;
             *)
                 case $name in [A-Za-z_]*) ;; *) die "TWO_NODES_ENV: '$name' is not a variable name" ;; esac
-                if [ -n "${!name+set}" ]; then
-                    set -- -x "$name" "$@"
-                else
+                if [ -z "${!name+set}" ]; then
                     echo "$PROG: warning: TWO_NODES_ENV names $name, which is not set: not passed" >&2
+                elif [ "$mpi" = mpich ]; then
+                    set -- -genv "$name" "${!name}" "$@"
+                else
+                    set -- -x "$name" "$@"
                 fi
                 ;;
         esac
     done
     # shellcheck disable=SC2086
     set -- ${TWO_NODES_MPIRUN_ARGS:-} "$@"
-    set -- mpirun -np "$np" --hostfile "$hostfile" \
-        --mca plm_rsh_agent "$agent" \
-        --mca oob_tcp_if_include "$NET" --mca btl_tcp_if_include "$NET" \
-        --mca pml ob1 --mca btl self,vader,tcp \
-        --mca mpi_yield_when_idle 1 --bind-to none \
-        --oversubscribe --allow-run-as-root "$@"
+    if [ "$mpi" = mpich ]; then
+        # Hydra forks node 0's proxy itself (its host name is the local one) and
+        # starts node 1's through the agent; that proxy connects back to
+        # -localhost. Between the nodes UCX uses TCP on the link; within a node
+        # MPICH's own shared memory.
+        hosts=$NODE0:$n0
+        [ "$n1" -eq 0 ] || hosts=$hosts,$NODE1:$n1
+        set -- mpiexec.mpich -n "$np" -hosts "$hosts" \
+            -launcher rsh -launcher-exec "$agent" -localhost "$ADDR0" \
+            -genv UCX_TLS tcp,self "$@"
+    else
+        set -- mpirun -np "$np" --hostfile "$hostfile" \
+            --mca plm_rsh_agent "$agent" \
+            --mca oob_tcp_if_include "$NET" --mca btl_tcp_if_include "$NET" \
+            --mca pml ob1 --mca btl self,vader,tcp \
+            --mca mpi_yield_when_idle 1 --bind-to none \
+            --oversubscribe --allow-run-as-root "$@"
+    fi
 
-    # mpirun itself runs in node 0 with host name NODE0, so it starts node 0's
-    # ranks directly and node 1's through the agent. It runs in the background
+    # The launcher itself runs in node 0 with host name NODE0, so it starts node
+    # 0's ranks directly and node 1's through the agent. It runs in the background
     # (stdin kept) so that a signal to this script is handled at once.
     rc=0
     trap 'on_signal INT 130' INT

@@ -11,6 +11,12 @@ relay=$build/tests/netrelay
 [ -x "$probe" ] || { echo "two_nodes_link: $probe not built" >&2; exit 99; }
 [ -x "$relay" ] || { echo "two_nodes_link: SKIP: tests/netrelay not built (no linux/if_tun.h)" >&2; exit 77; }
 [ -c /dev/net/tun ] || { echo "two_nodes_link: SKIP: no /dev/net/tun" >&2; exit 77; }
+# The MPI of this build (configure's DIST_MPI_IMPL): two-nodes.sh starts its launcher.
+case $(sed -n 's/^#define DIST_MPI_IMPL "\(.*\)"$/\1/p' "${top_builddir:-.}/config.h" 2>/dev/null || :) in
+  MPICH) TWO_NODES_MPI=mpich ;;
+  *) TWO_NODES_MPI=openmpi ;;
+esac
+export TWO_NODES_MPI
 "$here/two-nodes.sh" check || exit 77
 export TWO_NODES_PREFIX=distlink TWO_NODES_TIMEOUT=${TEST_TIMEOUT:-120} TWO_NODES_RELAY=$relay
 "$here/two-nodes.sh" up 200mbit 2ms || exit 99
