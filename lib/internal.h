@@ -89,6 +89,10 @@ int dist__gpus_allocated(const char *const *env, char *what, size_t n);
  * step SLURM_STEP_TASKS_PER_NODE ("2(x3),1") at SLURM_NODEID; -1 if unknown.
  * Pure. */
 int dist__launch_node_tasks(const char *const *env, const dist_launch *l);
+/* With MPICH, PMI_FD must name an open descriptor (its MPI_Init aborts
+ * otherwise): DIST_ERR_LAUNCH_MISMATCH naming who closed it. No MPI call but
+ * MPI_Get_library_version. */
+dist_status dist__launch_check_pmi_fd(const char *const *env);
 /* What rank `me` reports about its node from the start-up table (rows of
  * DIST__ROW_WORDS, state.h): DIST__NOTE_FELL_BACK when it is the node's
  * lowest rank that runs on the CPU although GPUs were allocated;

@@ -216,7 +216,10 @@ dist_status dist_launch_detect(const char *const *env, dist_launch_method forced
     return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_launch_detect: unknown method %d", (int)m);
   if (m == DIST_LAUNCH_AUTO) {
     m = DIST_LAUNCH_SINGLE;
-    for (size_t i = 0; i < NLAUNCHERS; i++)
+    /* torchrun's own children: an outer launcher's variables (srun's PMI_RANK,
+     * mpirun's OMPI_*) were inherited from the task that ran torchrun. */
+    if (dist__env_get(env, "TORCHELASTIC_RUN_ID") && present(env, vars_of(DIST_LAUNCH_ENV))) m = DIST_LAUNCH_ENV;
+    for (size_t i = 0; i < NLAUNCHERS && m == DIST_LAUNCH_SINGLE; i++)
       if (present(env, &LAUNCHERS[i])) {
         m = LAUNCHERS[i].method;
         break;

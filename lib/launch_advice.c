@@ -2,6 +2,8 @@
  * (alone or under srun), and a launcher whose processes MPI did not join
  * (a program built with another MPI than the launcher's, or srun with the
  * wrong PMI plugin). Called by initialize; no communication. */
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -46,18 +48,60 @@ static int under_srun(const char *const *env) {
 dist_status dist__launch_refuse_torchrun(const dist_launch *l, const char *const *env) {
   char lib[96];
   mpi_family f = mpi_library(lib, sizeof lib);
+  if (under_srun(env) && f == MPI_MPICH)
+    return dist__error(DIST_ERR_UNSUPPORTED,
+                       "launched by torchrun under srun (torchrun rank %d of %d, srun task %.16s of %.16s): distmgr "
+                       "cannot join torchrun's processes yet (torchrun starts them without an MPI runtime, and closes "
+                       "the PMI connection srun gives each task, so this program's MPI (%s) cannot start under "
+                       "torchrun at all); what works today: let srun start one process per rank (srun -n %d --mpi=pmi2 "
+                       "PROGRAM)",
+                       l->rank, l->size, env_or(env, "SLURM_PROCID", "?"), env_or(env, "SLURM_NTASKS", "?"), lib,
+                       l->size);
   if (under_srun(env))
     return dist__error(DIST_ERR_UNSUPPORTED,
                        "launched by torchrun under srun (torchrun rank %d of %d, srun task %.16s of %.16s): distmgr "
                        "cannot join torchrun's processes yet (torchrun starts them without an MPI runtime); what "
-                       "works today: let srun start one process per rank (srun -n %d --mpi=%s PROGRAM), or keep "
+                       "works today: let srun start one process per rank (srun -n %d --mpi=pmix PROGRAM), or keep "
                        "torchrun with one process per srun task (--nproc-per-node=1) and set DIST_INIT_METHOD=SLURM",
-                       l->rank, l->size, env_or(env, "SLURM_PROCID", "?"), env_or(env, "SLURM_NTASKS", "?"), l->size,
-                       f == MPI_MPICH ? "pmi2" : "pmix");
+                       l->rank, l->size, env_or(env, "SLURM_PROCID", "?"), env_or(env, "SLURM_NTASKS", "?"), l->size);
+  const char *outer = dist__env_get(env, "OMPI_COMM_WORLD_RANK") ? "OMPI_COMM_WORLD"
+                      : dist__env_get(env, "PMI_RANK")           ? "PMI"
+                                                                  : NULL;
+  if (outer) {
+    char rv[32], sv[32];
+    snprintf(rv, sizeof rv, "%s_RANK", outer);
+    snprintf(sv, sizeof sv, "%s_SIZE", outer);
+    return dist__error(DIST_ERR_UNSUPPORTED,
+                       "launched by torchrun under an MPI launcher (torchrun rank %d of %d, %s=%.16s of %s=%.16s): "
+                       "distmgr cannot join torchrun's processes yet (torchrun starts them without an MPI runtime); "
+                       "what works today: let the MPI launcher start one process per rank (mpirun -n %d PROGRAM, or "
+                       "mpiexec -n %d PROGRAM for MPICH)",
+                       l->rank, l->size, rv, env_or(env, rv, "?"), sv, env_or(env, sv, "?"), l->size, l->size);
+  }
   return dist__error(DIST_ERR_UNSUPPORTED,
                      "launched by torchrun-style variables (WORLD_SIZE=%d) without an MPI launcher: MPI cannot join "
                      "processes it did not start; launch with 'mpirun -n %d' or 'srun -n %d' instead",
                      l->size, l->size, l->size);
+}
+
+/* MPICH's MPI_Init aborts the process when PMI_FD names a closed file: a
+ * parent between the launcher and this process (torchrun, a shell that
+ * closes descriptors) dropped the PMI connection the launcher gave it. */
+dist_status dist__launch_check_pmi_fd(const char *const *env) {
+  char lib[96];
+  const char *v = dist__env_get(env, "PMI_FD");
+  long fd;
+  if (!v || mpi_library(lib, sizeof lib) != MPI_MPICH) return DIST_SUCCESS;
+  if (!dist__parse_int_loose(v, &fd) || fd < 0 || fd > INT_MAX)
+    return dist__error(DIST_ERR_ENVIRONMENT, "PMI_FD='%.20s' is not a file descriptor number (%s reads it in MPI_Init)",
+                       v, lib);
+  if (fcntl((int)fd, F_GETFD) != -1) return DIST_SUCCESS;
+  return dist__error(DIST_ERR_LAUNCH_MISMATCH,
+                     "PMI_FD=%ld is not an open file in this process, so %s's MPI_Init would abort: a process between "
+                     "the launcher and this one (torchrun, or a shell that closes descriptors) dropped the PMI "
+                     "connection the launcher gave it; start the program directly from its launcher (mpiexec -n N "
+                     "PROGRAM, or srun -n N --mpi=pmi2 PROGRAM)",
+                     fd, lib);
 }
 
 /* MPI sees a world of one, the launcher announced n > 1. */

@@ -118,6 +118,7 @@ static dist_status start_mpi(MPI_Comm adopt, dist_thread_level level) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (cores > 0 && dist__launch_node_tasks((const char *const *)environ, &m->launch) > cores)
       setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
+    DIST_CHECK(dist__launch_check_pmi_fd((const char *const *)environ));
     int rc = MPI_Init_thread(NULL, NULL, MPI_LEVELS[level], &provided);
     if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Init_thread");
     m->mpi_ours = 1;

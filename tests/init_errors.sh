@@ -10,6 +10,9 @@ LAUNCHER=${LAUNCHER:-mpirun --oversubscribe --allow-run-as-root -n}
 failures=0
 
 CUDA_BUILD=no
+# The MPI of this build (configure's DIST_MPI_IMPL): some launches can only
+# fail under MPICH (its MPI_Init needs the PMI connection it inherits).
+mpi=$(sed -n 's/^#define DIST_MPI_IMPL "\(.*\)"$/\1/p' "$B/config.h" 2>/dev/null)
 grep -q '^#define HAVE_CUDA 1' "$B/config.h" 2>/dev/null && CUDA_BUILD=yes
 
 # expect <exit: ok|fail> <text the output must contain, or !text it must not> <env assignments...>
@@ -35,9 +38,25 @@ expect fail "MASTER_PORT='http' is not an integer" RANK=0 WORLD_SIZE=1 MASTER_PO
 # torchrun under srun (PhysicsNeMo's SLURM pattern): say what is true and
 # what works today, never "launch with srun".
 expect fail "launched by torchrun under srun (torchrun rank 0 of 2, srun task 0 of 1): distmgr cannot join torchrun's processes yet" RANK=0 WORLD_SIZE=2 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_STEP_ID=0
-expect fail "keep torchrun with one process per srun task (--nproc-per-node=1) and set DIST_INIT_METHOD=SLURM" RANK=0 WORLD_SIZE=2 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_STEP_ID=0
+if [ "$mpi" = MPICH ]; then
+  expect fail "cannot start under torchrun at all); what works today: let srun start one process per rank (srun -n 2 --mpi=pmi2 PROGRAM)" RANK=0 WORLD_SIZE=2 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_STEP_ID=0
+  expect fail "!DIST_INIT_METHOD=SLURM" RANK=0 WORLD_SIZE=2 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_STEP_ID=0
+else
+  expect fail "keep torchrun with one process per srun task (--nproc-per-node=1) and set DIST_INIT_METHOD=SLURM" RANK=0 WORLD_SIZE=2 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_STEP_ID=0
+fi
 expect fail "!launch with 'mpirun" RANK=0 WORLD_SIZE=2 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_STEP_ID=0
 expect ok "[SLURM] rank 0/1" DIST_INIT_METHOD=SLURM RANK=0 WORLD_SIZE=2 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_STEP_ID=0
+# torchrun's children under srun --mpi=pmi2 or mpirun inherit the task's
+# PMI_RANK or OMPI_* (TORCHELASTIC_RUN_ID marks torchrun's children): refused
+# as torchrun before MPI_Init, which would abort there.
+expect fail "launched by torchrun under srun (torchrun rank 1 of 2, srun task 0 of 1)" TORCHELASTIC_RUN_ID=none RANK=1 WORLD_SIZE=2 PMI_RANK=0 PMI_SIZE=1 PMI_FD=99 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_STEP_ID=0
+expect fail "launched by torchrun under an MPI launcher (torchrun rank 1 of 2, OMPI_COMM_WORLD_RANK=0 of OMPI_COMM_WORLD_SIZE=1)" TORCHELASTIC_RUN_ID=none RANK=1 WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=1
+# MPICH's MPI_Init aborts on a PMI_FD its parent closed (torchrun does):
+# refused before it with what happened.
+if [ "$mpi" = MPICH ]; then
+  expect fail "PMI_FD=99 is not an open file in this process, so MPICH" PMI_FD=99
+  expect fail "PMI_FD=99 is not an open file" DIST_INIT_METHOD=SLURM TORCHELASTIC_RUN_ID=none RANK=0 WORLD_SIZE=2 PMI_FD=99 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_STEP_ID=0
+fi
 # The environment must agree with what MPI says. A launcher announcing n > 1
 # while MPI sees a world of 1: the program's MPI did not join the launcher's
 # (another MPI, or the wrong srun plugin): say so and what to do, and that
@@ -102,7 +121,6 @@ else failures=$((failures + 1)); echo "FAIL: master address from rank 0"; printf
 # The other MPI's launcher (a real mismatch, where both MPIs are installed):
 # every rank says the launcher's world and this program's MPI, not a hint
 # to force a launch method.
-mpi=$(sed -n 's/^#define DIST_MPI_IMPL "\(.*\)"$/\1/p' "$B/config.h" 2>/dev/null)
 case $mpi in
   MPICH) other="mpirun.openmpi --oversubscribe --allow-run-as-root -n" other_method=OPENMPI ;;
   *) other="mpiexec.mpich -n" other_method=MPICH ;;

@@ -2,6 +2,7 @@
  * error, DIST_* settings, device choice and strict integer parsing. */
 #include "internal.h"
 #include "backend.h"
+#include <mpi.h>
 
 #include <limits.h>
 #include <pthread.h>
@@ -447,6 +448,31 @@ static void test_node_tasks(void) {
   }
 }
 
+/* PMI_FD naming a closed descriptor: MPICH's MPI_Init would abort, so an
+ * MPICH build refuses first; Open MPI never reads PMI_FD. */
+static void test_pmi_fd(void) {
+  char v[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  MPI_Get_library_version(v, &len);
+  int mpich = strncmp(v, "MPICH", 5) == 0;
+  int fds[2];
+  CU_ASSERT_EQUAL_FATAL(pipe(fds), 0);
+  char open_fd[32], closed_fd[32];
+  snprintf(open_fd, sizeof open_fd, "PMI_FD=%d", fds[0]);
+  snprintf(closed_fd, sizeof closed_fd, "PMI_FD=%d", fds[1]);
+  close(fds[1]);
+  const char *open_env[] = {open_fd, NULL}, *closed_env[] = {closed_fd, NULL}, *none[] = {NULL};
+  const char *bad[] = {"PMI_FD=-1", NULL}, *text[] = {"PMI_FD=five", NULL};
+  CU_ASSERT_EQUAL(dist__launch_check_pmi_fd(none), DIST_SUCCESS);
+  CU_ASSERT_EQUAL(dist__launch_check_pmi_fd(open_env), DIST_SUCCESS);
+  CU_ASSERT_EQUAL(dist__launch_check_pmi_fd(closed_env), mpich ? DIST_ERR_LAUNCH_MISMATCH : DIST_SUCCESS);
+  if (mpich) CU_ASSERT_PTR_NOT_NULL(strstr(dist_last_error(), " is not an open file in this process, so MPICH"));
+  CU_ASSERT_EQUAL(dist__launch_check_pmi_fd(bad), mpich ? DIST_ERR_ENVIRONMENT : DIST_SUCCESS);
+  CU_ASSERT_EQUAL(dist__launch_check_pmi_fd(text), mpich ? DIST_ERR_ENVIRONMENT : DIST_SUCCESS);
+  if (mpich) CU_ASSERT_PTR_NOT_NULL(strstr(dist_last_error(), "PMI_FD='five' is not a file descriptor number"));
+  close(fds[0]);
+}
+
 /* One warning per node: the node's lowest rank that fell back, the lowest
  * rank of the first pair sharing a GPU. Rows: status, leader, local rank,
  * device key, flags. */
@@ -714,6 +740,7 @@ static CU_TestInfo device_tests[] = {
     {"GPUs allocated by the environment", test_gpus_allocated},
     {"one warning per node", test_device_notes},
     {"tasks on this node", test_node_tasks},
+    {"PMI_FD closed by a parent", test_pmi_fd},
     {"kind names", test_device_kind_name},
     {"ranks sharing a GPU", test_device_shared},
     {"CUDA backend choice", test_cuda_backend_pick},

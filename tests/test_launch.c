@@ -224,6 +224,30 @@ static void test_torchrun_with_ompi(void) {
   CU_ASSERT_STRING_EQUAL(l.note, "");
 }
 
+static void test_torchrun_children(void) {
+  /* torchrun's children (TORCHELASTIC_RUN_ID) inherit the outer launcher's
+   * variables of the task that ran torchrun: srun --mpi=pmi2's PMI_RANK,
+   * mpirun's OMPI_*. torchrun's RANK is what they are. */
+  const char *pmi2[] = {"TORCHELASTIC_RUN_ID=none", "RANK=3", "WORLD_SIZE=4", "LOCAL_RANK=1", "LOCAL_WORLD_SIZE=2",
+                        "PMI_RANK=1", "PMI_SIZE=2", "PMI_FD=5", "SLURM_PROCID=1", "SLURM_NTASKS=2", "SLURM_STEP_ID=0",
+                        NULL};
+  const char *ompi[] = {"TORCHELASTIC_RUN_ID=x", "RANK=1", "WORLD_SIZE=2", "OMPI_COMM_WORLD_RANK=0",
+                        "OMPI_COMM_WORLD_SIZE=1", NULL};
+  /* The marker alone (no RANK) selects nothing. */
+  const char *marker_only[] = {"TORCHELASTIC_RUN_ID=x", "PMI_RANK=1", "PMI_SIZE=2", NULL};
+  dist_launch l;
+  detect_ok(pmi2, DIST_LAUNCH_AUTO, &l);
+  expect_launch("torchrun under srun pmi2", &l, DIST_LAUNCH_ENV, 3, 4, 1, 2, "", 0, 0, 0);
+  CU_ASSERT_TRUE(note_has(&l, "MPICH"));
+  detect_ok(ompi, DIST_LAUNCH_AUTO, &l);
+  expect_launch("torchrun under mpirun", &l, DIST_LAUNCH_ENV, 1, 2, -1, -1, "", 0, 0, 0);
+  detect_ok(marker_only, DIST_LAUNCH_AUTO, &l);
+  CU_ASSERT_EQUAL(l.method, DIST_LAUNCH_MPICH);
+  /* Forcing still wins (one torchrun process per srun task). */
+  detect_ok(pmi2, DIST_LAUNCH_SLURM, &l);
+  expect_launch("forced SLURM", &l, DIST_LAUNCH_SLURM, 1, 2, -1, -1, "", 0, 0, 1);
+}
+
 static void test_mpich_over_env_and_slurm(void) {
   /* srun --mpi=pmi2 sets PMI_* next to SLURM_*: MPICH ranks first. */
   const char *env[] = {"PMI_RANK=1", "PMI_SIZE=2", "SLURM_PROCID=1", "SLURM_NTASKS=2", "SLURM_STEP_ID=0", NULL};
@@ -653,6 +677,7 @@ static CU_TestInfo precedence_tests[] = {
     {"plain sbatch", test_plain_sbatch},
     {"SLURM_STEPID alias", test_slurm_stepid_alias},
     {"torchrun vars next to OMPI", test_torchrun_with_ompi},
+    {"torchrun's children over inherited launchers", test_torchrun_children},
     {"MPICH over SLURM", test_mpich_over_env_and_slurm},
     {"torchrun inside sbatch", test_torchrun_in_sbatch},
     {"ENV mpi_can_join", test_env_mpi_can_join},

@@ -5,6 +5,10 @@
  * A launcher is marked by its rank variable: a size variable alone
  * (WORLD_SIZE left over in a shell, SLURM_NTASKS in an salloc shell) selects
  * nothing. Precedence when no method is forced (first match wins):
+ *   0. ENV        RANK and TORCHELASTIC_RUN_ID present: torchrun started this
+ *                 process, and any other launcher's variables were inherited
+ *                 from the task that ran torchrun (srun --mpi=pmi2's PMI_RANK,
+ *                 mpirun's OMPI_*).
  *   1. Open MPI   OMPI_COMM_WORLD_RANK present. Wins over SLURM_* (stale
  *                 SLURM_PROCID=0 when mpirun runs inside an sbatch allocation)
  *                 and over torchrun-style RANK/WORLD_SIZE.

@@ -44,6 +44,7 @@ static const ref_vars *ref_of(dist_launch_method m) {
 
 static dist_launch_method expected_method(char *const *env, dist_launch_method forced) {
   if (forced != DIST_LAUNCH_AUTO) return forced;
+  if (env_lookup(env, "TORCHELASTIC_RUN_ID") && env_lookup(env, "RANK")) return DIST_LAUNCH_ENV;
   for (size_t i = 0; i < NREF; i++)
     if (env_lookup(env, REF[i].rank)) return REF[i].method;
   return DIST_LAUNCH_SINGLE;
