@@ -176,3 +176,17 @@ void dist__faults_flush(double seconds) {
     nanosleep(&(struct timespec){0, 1000000}, NULL);
   }
 }
+
+void dist__faults_drain(double seconds) {
+  dist__manager *m = &dist__state;
+  if (!open_ || !inbox) return;
+  double t0 = MPI_Wtime();
+  for (;;) {
+    receive();
+    int missing = 0;
+    for (int r = 0; r < m->size; r++)
+      missing += r != m->rank && !inbox[r * DIST__FAULT_TYPES + DIST__FAULT_FINALIZE];
+    if (!missing || MPI_Wtime() - t0 >= seconds) return;
+    nanosleep(&(struct timespec){0, 100000}, NULL);
+  }
+}

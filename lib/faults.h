@@ -30,6 +30,12 @@ dist_status dist__faults_check(void);
 /* Keep MPI progressing for `seconds` so that notices just sent leave this
  * process before it ends. Local. */
 void dist__faults_flush(double seconds);
+/* Orderly finalize, after its collective round: receive every notice still
+ * on its way, which ends with each other rank's FINALIZE notice (an MPI
+ * leaves unreceived messages in a freed communicator's queue, and UCX warns
+ * "unexpected tag-receive descriptor was not matched" for each at exit).
+ * Gives up after `seconds`. */
+void dist__faults_drain(double seconds);
 /* Append to buf what world rank `r` has announced, if anything ("; rank 1
  * announced: ..."), for mismatch messages. Local. */
 void dist__faults_note(int r, char *buf, size_t n);

@@ -373,6 +373,7 @@ dist_status dist_manager_finalize(void) {
    * barrier that keeps a rank from freeing what another is still using. */
   dist_status s = dist__call_verify_always(&c, DIST_SUCCESS);
   if (s) return dist__break(s);
+  dist__faults_drain(5.0);
   release_state(1);
   finalized_once = 1;
   return DIST_SUCCESS;
