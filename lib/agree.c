@@ -6,6 +6,7 @@
  * different control points pair up as a detectable mismatch instead of
  * reading each other's words as garbage. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fault.h"
@@ -82,9 +83,23 @@ dist_status dist__round_run(MPI_Comm comm, dist__round *r, const char *call) {
   MPI_Datatype type = MPI_DATATYPE_NULL;
   MPI_Request q;
   DIST_CHECK(round_handles(&op, &type));
-  int rc = MPI_Iallreduce(r->in, r->out, 1, type, op, comm, &q);
-  if (rc != MPI_SUCCESS) return dist__mpi_error(rc, call);
-  return dist__wait(&q, call, DIST__WAIT_CONTROL);
+  /* A wait that gives up (a peer's fault, DIST_TIMEOUT) leaves the request
+   * to MPI, which may still write its result during a later progress call
+   * (the exit-time flush): the words live on the heap, and stay there then,
+   * not in the caller's stack frame. */
+  int64_t *w = malloc(8 * sizeof *w);
+  if (!w) return dist__error(DIST_ERR_NO_MEMORY, "%s: control words", call);
+  memcpy(w, r->in, sizeof r->in);
+  int rc = MPI_Iallreduce(w, w + 4, 1, type, op, comm, &q);
+  if (rc != MPI_SUCCESS) {
+    free(w);
+    return dist__mpi_error(rc, call);
+  }
+  dist_status s = dist__wait(&q, call, DIST__WAIT_CONTROL);
+  if (s) return s; /* w belongs to the abandoned request */
+  memcpy(r->out, w + 4, sizeof r->out);
+  free(w);
+  return DIST_SUCCESS;
 }
 
 dist_status dist__round_failure(MPI_Comm comm, const dist__round *r, dist_status local, const char *what,

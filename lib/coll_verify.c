@@ -7,6 +7,7 @@
 
 #include "coll_call.h"
 #include "faults.h"
+#include "wait.h"
 
 void dist__sig_tensor(dist__call *c, const dist_tensor *t, int dim) {
   c->sig.dtype = t->dtype;
@@ -43,13 +44,23 @@ static void describe_call(const dist__call *c, const dist__sig *s, char *buf, si
   snprintf(buf, n, "%s (call #%llu on this group) with %s", kind, (unsigned long long)s->seq, rest);
 }
 
+/* The error paths' exchanges are polled like the round: a rank that gave up
+ * during the round (its contribution completed ours) never joins them. Their
+ * buffers are on the heap and left to MPI when the wait gives up. */
+static dist_status polled(int rc, MPI_Request *q, const char *call) {
+  return rc == MPI_SUCCESS ? dist__wait(q, call, DIST__WAIT_CONTROL) : dist__mpi_error(rc, call);
+}
+
 /* Error path only: find the first rank whose signature differs from rank 0's. */
 static dist_status mismatch(dist__call *c) {
   int P = c->g->size;
-  dist__sig *all = malloc(sizeof *all * (size_t)P);
+  MPI_Request q;
+  dist__sig *all = malloc(sizeof *all * (size_t)(P + 1)), *mine = all + P;
   if (!all) return dist__error(DIST_ERR_MISMATCH, "%s: ranks of group '%s' passed different arguments", c->what,
                                c->g->name);
-  MPI_Allgather(&c->sig, (int)sizeof c->sig, MPI_BYTE, all, (int)sizeof c->sig, MPI_BYTE, c->g->comm);
+  *mine = c->sig;
+  DIST_CHECK(polled(MPI_Iallgather(mine, (int)sizeof *mine, MPI_BYTE, all, (int)sizeof *mine, MPI_BYTE, c->g->comm, &q),
+                    &q, "MPI_Iallgather (argument check)"));
   int who = 1;
   while (who < P - 1 && memcmp(&all[who], &all[0], sizeof *all) == 0) who++;
   char a[300], b[300];
@@ -88,23 +99,31 @@ void dist__sig_exchange(dist__call *c, const int64_t *send, const int64_t *recv)
 /* Error path only: name the first (receiver, sender) pair whose counts disagree. */
 static dist_status exchange_mismatch(dist__call *c) {
   int P = c->g->size, me = c->g->rank;
-  int64_t *theirs = calloc((size_t)P, sizeof *theirs), key = INT64_MAX, best, d[2] = {0, 0}, sum[2];
+  MPI_Request q;
+  /* theirs[r]: what rank r says it sends me; then mine, key, best, d[2], sum[2] */
+  int64_t *theirs = calloc((size_t)(2 * P + 6), sizeof *theirs), *mine = theirs + P, *key = mine + P;
   if (!theirs) return dist__error(DIST_ERR_NO_MEMORY, "%s: count check", c->what);
-  /* theirs[r]: what rank r says it sends me */
-  MPI_Alltoall((void *)c->xsend, 1, MPI_INT64_T, theirs, 1, MPI_INT64_T, c->g->comm);
-  for (int r = 0; r < P && key == INT64_MAX; r++)
-    if (theirs[r] != c->xrecv[r]) key = (int64_t)me * P + r;
-  MPI_Allreduce(&key, &best, 1, MPI_INT64_T, MPI_MIN, c->g->comm);
-  if (best == key && key != INT64_MAX) d[0] = theirs[key % P], d[1] = c->xrecv[key % P];
-  MPI_Allreduce(d, sum, 2, MPI_INT64_T, MPI_SUM, c->g->comm);
+  int64_t *best = key + 1, *d = key + 2, *sum = key + 4;
+  memcpy(mine, c->xsend, sizeof *mine * (size_t)P);
+  DIST_CHECK(polled(MPI_Ialltoall(mine, 1, MPI_INT64_T, theirs, 1, MPI_INT64_T, c->g->comm, &q), &q,
+                    "MPI_Ialltoall (count check)"));
+  *key = INT64_MAX;
+  for (int r = 0; r < P && *key == INT64_MAX; r++)
+    if (theirs[r] != c->xrecv[r]) *key = (int64_t)me * P + r;
+  DIST_CHECK(polled(MPI_Iallreduce(key, best, 1, MPI_INT64_T, MPI_MIN, c->g->comm, &q), &q,
+                    "MPI_Iallreduce (count check)"));
+  if (*best == *key && *key != INT64_MAX) d[0] = theirs[*key % P], d[1] = c->xrecv[*key % P];
+  DIST_CHECK(polled(MPI_Iallreduce(d, sum, 2, MPI_INT64_T, MPI_SUM, c->g->comm, &q), &q,
+                    "MPI_Iallreduce (count check)"));
+  int64_t found = *best, says = sum[0], expects = sum[1];
   free(theirs);
-  if (best == INT64_MAX) /* a hash collision in the balance, or none at all */
+  if (found == INT64_MAX) /* a hash collision in the balance, or none at all */
     return dist__error(DIST_ERR_MISMATCH, "%s: send and receive counts disagree between ranks of group '%s'", c->what,
                        c->g->name);
-  int recv = (int)(best / P), send = (int)(best % P);
+  int recv = (int)(found / P), send = (int)(found % P);
   return dist__error(DIST_ERR_MISMATCH,
                      "%s: rank %d of group '%s' sends %lld slices to rank %d, which expects %lld (its recv_sizes[%d])",
-                     c->what, send, c->g->name, (long long)sum[0], recv, (long long)sum[1], send);
+                     c->what, send, c->g->name, (long long)says, recv, (long long)expects, send);
 }
 
 dist_status dist__call_ready(dist__call *c, dist_status s) {

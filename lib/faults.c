@@ -143,7 +143,12 @@ dist_status dist__faults_check(void) {
       const notice *n = inbox[r * DIST__FAULT_TYPES + t];
       if (!n || (t == DIST__FAULT_PRECHECK && same_precheck(n))) continue;
       uint64_t arrived = c->g->index < n->ngroups ? n->arrived[c->g->index] : 0;
-      if (arrived >= c->seq) continue; /* it took part in this call already */
+      /* It took part in this call already; but a rank that gave up or left
+       * during this very call will not finish it (its round contribution
+       * can still complete ours, and then it misses the error path's
+       * exchanges). */
+      int during = t == DIST__FAULT_BROKEN || t == DIST__FAULT_EXIT;
+      if (during ? arrived > c->seq : arrived >= c->seq) continue;
       return dist__error(DIST_ERR_ABORTED,
                          "%s on group '%s' (call #%llu) cannot complete: rank %d will not take part: %s after "
                          "%llu call(s) on this group (its message: %s)",
