@@ -77,7 +77,8 @@ check "${batch_mpirun%% *} inside sbatch detected as $batch_says" 2 "^\\[$batch_
 # task, joined into one torchrun world by a rendezvous; here the static one,
 # node rank = SLURM_PROCID; tests/slurm/torchrun.py is torchrun's own agent,
 # Debian's CLI being broken): refused with what is true and what works
-# today; with one process per task and DIST_INIT_METHOD=SLURM it runs.
+# today; with one process per task and DIST_INIT_METHOD=SLURM it runs with
+# Open MPI (PMIx), while MPICH's pmi2 connection is closed by torchrun.
 torchrun_step() { # torchrun_step NPROC_PER_NODE: 2 srun tasks, one torchrun each
   timeout 120 $SRUN 2 sh -c 'exec /usr/bin/python3 "$0" --nnodes=2 --node_rank="$SLURM_PROCID" \
     --master_addr=127.0.0.1 --master_port="$1" --nproc_per_node="$2" --no_python "$3"' \
@@ -85,10 +86,19 @@ torchrun_step() { # torchrun_step NPROC_PER_NODE: 2 srun tasks, one torchrun eac
 }
 if /usr/bin/python3 -c 'import torch.distributed.run' >/dev/null 2>&1; then
   out=$(torchrun_step 2)
-  check "srun -n 2 torchrun --nproc_per_node=2: refused, told as torchrun under srun" 4 \
-    "launched by torchrun under srun \(torchrun rank [0-3] of 4, srun task [01] of 2\).*DIST_INIT_METHOD=SLURM" "$out"
-  out=$(DIST_INIT_METHOD=SLURM torchrun_step 1)
-  check "srun -n 2 torchrun --nproc_per_node=1 with DIST_INIT_METHOD=SLURM runs" 2 '^\[SLURM\] rank [01]/2' "$out"
+  if [ "$srun_says" = MPICH ]; then
+    # torchrun's children inherit PMI_RANK and a PMI_FD that torchrun closed.
+    check "srun --mpi=pmi2 -n 2 torchrun --nproc_per_node=2: refused as torchrun under srun, before MPI_Init" 4 \
+      "launched by torchrun under srun \(torchrun rank [0-3] of 4, srun task [01] of 2\).*srun -n 4 --mpi=pmi2 PROGRAM\)\)$" "$out"
+    out=$(DIST_INIT_METHOD=SLURM torchrun_step 1)
+    check "srun --mpi=pmi2 -n 2 torchrun --nproc_per_node=1 with DIST_INIT_METHOD=SLURM: the closed PMI_FD named" 2 \
+      "PMI_FD=[0-9]+ is not an open file in this process, so MPICH [0-9.]+'s MPI_Init would abort" "$out"
+  else
+    check "srun -n 2 torchrun --nproc_per_node=2: refused, told as torchrun under srun" 4 \
+      "launched by torchrun under srun \(torchrun rank [0-3] of 4, srun task [01] of 2\).*DIST_INIT_METHOD=SLURM" "$out"
+    out=$(DIST_INIT_METHOD=SLURM torchrun_step 1)
+    check "srun -n 2 torchrun --nproc_per_node=1 with DIST_INIT_METHOD=SLURM runs" 2 '^\[SLURM\] rank [01]/2' "$out"
+  fi
 else
   echo "SKIP: torchrun checks (python3 has no torch.distributed)"
 fi
