@@ -5,6 +5,7 @@
 #include <cufft.h>
 #include <stdlib.h>
 
+#include "cuda_libs.h"
 #include "fft_internal.h"
 #include "memops.h"
 
@@ -99,6 +100,7 @@ static dist_status whole(dist_fft_plan *p, int inverse, const void *in, void *ou
 }
 
 static dist_status create(dist_fft_plan *p, MPI_Comm comm) {
+  DIST_CHECK(dist__cufft_load());
   cufft_state *st = calloc(1, sizeof *st);
   if (!st) return dist__error(DIST_ERR_NO_MEMORY, "dist_fft_plan_create: cuFFT state");
   p->eng_state = st;

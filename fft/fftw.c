@@ -4,6 +4,7 @@
  * wisdom is broadcast, so the other ranks reuse its measurements. */
 #include <fftw3.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,7 +60,24 @@ static dist_status share_wisdom(dist_fft_plan *p, MPI_Comm comm, dist_status min
   return DIST_SUCCESS; /* no wisdom is not an error: the ranks measure for themselves */
 }
 
+#ifdef HAVE_FFTW_THREADS
+/* Another library in the process (mpi4py-fft does) may call
+ * fftw(f)_plan_with_nthreads without fftw(f)_init_threads; FFTW 3.3.10 then
+ * initialises its threads after fftw(f)_cleanup(), which frees every plan,
+ * distmgr's too (its next execute or destroy crashes). Initialised before
+ * distmgr's first plan, that path does nothing. distmgr's plans follow the
+ * process-wide thread count, 1 unless the application changes it. */
+static pthread_once_t threads_once = PTHREAD_ONCE_INIT;
+static void init_threads(void) {
+  fftw_init_threads();
+  fftwf_init_threads();
+}
+#endif
+
 static dist_status create(dist_fft_plan *p, MPI_Comm comm) {
+#ifdef HAVE_FFTW_THREADS
+  pthread_once(&threads_once, init_threads);
+#endif
   if (!p->measure || p->P == 1) return is_d(p) ? create__d(p) : create__f(p);
   dist_status s = DIST_SUCCESS;
   if (p->me == 0) s = is_d(p) ? create__d(p) : create__f(p);

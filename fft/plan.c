@@ -296,4 +296,31 @@ dist_status dist_fft_local_output(const dist_fft_plan *p, dist_fft_local *info) 
   return DIST_SUCCESS;
 }
 
+/* Every rank's extent and offset along a layout's split dim. */
+static dist_status split_of(const dist_fft_plan *p, const int64_t *sz, const int64_t *off, int n, int64_t *sizes,
+                            int64_t *offsets, const char *what) {
+  if (!p) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: the plan is NULL", what);
+  if (!sizes && !offsets) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: sizes and offsets are both NULL", what);
+  if (n < p->P)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: room for %d entries, but the plan's group has %d ranks", what, n,
+                       p->P);
+  for (int r = 0; r < p->P; r++) {
+    if (sizes) sizes[r] = sz[r];
+    if (offsets) offsets[r] = off[r];
+  }
+  return DIST_SUCCESS;
+}
+
+dist_status dist_fft_input_split(const dist_fft_plan *p, int n, int64_t *sizes, int64_t *offsets) {
+  return split_of(p, p ? p->in_sizes : NULL, p ? p->in_offs : NULL, n, sizes, offsets, "dist_fft_input_split");
+}
+
+dist_status dist_fft_output_split(const dist_fft_plan *p, int n, int64_t *sizes, int64_t *offsets) {
+  if (p && p->layout == DIST_FFT_OUT_SAME) /* the output is split as the input */
+    return split_of(p, p->in_sizes, p->in_offs, n, sizes, offsets, "dist_fft_output_split");
+  return split_of(p, p ? p->out_sizes : NULL, p ? p->out_offs : NULL, n, sizes, offsets, "dist_fft_output_split");
+}
+
+int dist_fft_plan_ranks(const dist_fft_plan *p) { return p ? p->P : 0; }
+
 size_t dist_fft_workspace_bytes(const dist_fft_plan *p) { return p ? p->workspace : 0; }

@@ -11,6 +11,7 @@
 
 #include "backend.h"
 #include "board.h"
+#include "cuda_libs.h"
 #include "faults.h"
 #include "memops.h"
 #include "wait.h"
@@ -25,10 +26,14 @@ static dist_status nccl_error(ncclResult_t r, const char *call) {
 static dist_status comm_of(dist__group *g, ncclComm_t *out) {
   if (!g->nccl) {
     ncclUniqueId id;
-    ncclResult_t r = g->rank == 0 ? ncclGetUniqueId(&id) : ncclSuccess;
-    /* agree on rank 0's outcome before anyone blocks in ncclCommInitRank */
-    dist_status s = dist__agree(g->comm, r == ncclSuccess ? DIST_SUCCESS : DIST_ERR_CUDA, "ncclGetUniqueId");
-    if (s) return r != ncclSuccess ? nccl_error(r, "ncclGetUniqueId") : s;
+    /* NCCL loaded here and rank 0's unique id: agreed on before anyone
+     * blocks in ncclCommInitRank (one node without NCCL fails them all). */
+    dist_status mine = dist__nccl_load();
+    if (!mine && g->rank == 0) {
+      ncclResult_t r = ncclGetUniqueId(&id);
+      if (r != ncclSuccess) mine = nccl_error(r, "ncclGetUniqueId");
+    }
+    DIST_CHECK(dist__agree(g->comm, mine, "loading NCCL and ncclGetUniqueId"));
     int rc = MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, g->comm);
     if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Bcast (NCCL unique id)");
     ncclComm_t comm;

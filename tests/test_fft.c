@@ -20,6 +20,7 @@
 #include <distmgr.h>
 #include <distmgr/fft.h>
 #include <distmgr/mpi.h>
+#include "config.h"
 #include <fftw3.h>
 #include <math.h>
 #include <stdlib.h>
@@ -235,6 +236,33 @@ static void describe(fctx *x) {
 /* Create the plan (collective over c->group) and check the pieces it reports.
  * Returns 0, on every rank of the group, if any rank failed to create it. */
 #define CTX_OPEN(x, c) ctx_open_((x), (c), __LINE__)
+
+/* dist_fft_input_split / _output_split against every rank's own local
+ * piece (gathered with MPI itself): each rank's extent and offset along the
+ * split dim, in group order. */
+static void splits_match(fctx *x, const dist_fft_local *li, const dist_fft_local *lo, int line) {
+  MPI_Comm comm = gcomm(x->c.group);
+  int P = 0;
+  MPI_Comm_size(comm, &P);
+  CU_ASSERT_EQUAL(dist_fft_plan_ranks(x->plan), P);
+  int64_t mine[4] = {li->shape[li->split_dim], li->offset[li->split_dim], lo->shape[lo->split_dim],
+                     lo->offset[lo->split_dim]};
+  int64_t *all = malloc(sizeof *all * 4 * (size_t)P), *got = malloc(sizeof *got * 4 * (size_t)P);
+  MPI_Allgather(mine, 4, MPI_INT64_T, all, 4, MPI_INT64_T, comm);
+  int bad = dist_fft_input_split(x->plan, P, got, got + P) != DIST_SUCCESS ||
+            dist_fft_output_split(x->plan, P, got + 2 * P, got + 3 * P) != DIST_SUCCESS;
+  for (int r = 0; r < P && !bad; r++)
+    for (int k = 0; k < 4; k++) bad |= got[k * P + r] != all[4 * r + k];
+  if (bad) fprintf(stderr, "test_fft.c:%d: %s: the plan's splits differ from the ranks' local pieces\n", line, x->name);
+  CU_ASSERT_FALSE(bad);
+  /* room for fewer entries than ranks, and NULL arrays */
+  if (P > 1) CU_ASSERT_EQUAL(dist_fft_input_split(x->plan, P - 1, got, NULL), DIST_ERR_INVALID_ARGUMENT);
+  CU_ASSERT_EQUAL(dist_fft_output_split(x->plan, P, NULL, NULL), DIST_ERR_INVALID_ARGUMENT);
+  CU_ASSERT_EQUAL(dist_fft_input_split(NULL, P, got, got), DIST_ERR_INVALID_ARGUMENT);
+  CU_ASSERT_EQUAL(dist_fft_plan_ranks(NULL), 0);
+  free(all), free(got);
+}
+
 static int ctx_open_(fctx *x, const fcase *c, int line) {
   memset(x, 0, sizeof *x);
   x->c = *c;
@@ -258,6 +286,7 @@ static int ctx_open_(fctx *x, const fcase *c, int line) {
     same_piece(x, "dist_fft_local_input", &li, &x->g.in, line);
   if (check_ok_(dist_fft_local_output(x->plan, &lo), "dist_fft_local_output", line))
     same_piece(x, "dist_fft_local_output", &lo, &x->g.out, line);
+  splits_match(x, &li, &lo, line);
   (void)dist_fft_workspace_bytes(x->plan);
   return 1;
 }
@@ -771,6 +800,39 @@ static void test_destroy_input(void) {
   }
 }
 
+/* Another library of the process sets FFTW's thread count without
+ * initialising FFTW's threads (mpi4py-fft does): FFTW 3.3.10 then runs
+ * fftw(f)_cleanup(), which freed distmgr's plans (a crash at their next use)
+ * unless distmgr initialised the threads first. */
+static void test_fftw_threads_interop(void) {
+#ifdef HAVE_FFTW_THREADS
+  const int64_t s1[3] = {3, 10, 12};
+  fcase cases[2] = {mkcase(DIST_FFT_R2C, DIST_F32, 2, 3, s1, DIST_FFT_OUT_TRANSPOSED, DIST_FFT_NORM_BACKWARD),
+                    mkcase(DIST_FFT_C2C, DIST_F64, 2, 3, s1, DIST_FFT_OUT_SAME, DIST_FFT_NORM_ORTHO)};
+  for (int i = 0; i < 2; i++) {
+    fctx x;
+    if (!CTX_OPEN(&x, &cases[i])) continue;
+    CHECK_FORWARD(&x, 8800 + 10 * (uint64_t)i);
+    /* FFTW's cleanup also forgets all wisdom: unchanged wisdom shows it did
+     * not run (freed plans need not crash at once). */
+    char *wf = fftwf_export_wisdom_to_string(), *wd = fftw_export_wisdom_to_string();
+    fftwf_plan_with_nthreads(2); /* the other library */
+    fftw_plan_with_nthreads(2);
+    char *wf2 = fftwf_export_wisdom_to_string(), *wd2 = fftw_export_wisdom_to_string();
+    CU_ASSERT_TRUE(wf && wf2 && strcmp(wf, wf2) == 0);
+    CU_ASSERT_TRUE(wd && wd2 && strcmp(wd, wd2) == 0);
+    fftwf_free(wf), fftwf_free(wf2), fftw_free(wd), fftw_free(wd2);
+    CHECK_FORWARD(&x, 8801 + 10 * (uint64_t)i);
+    CHECK_INVERSE(&x, 8802 + 10 * (uint64_t)i);
+    fftwf_plan_with_nthreads(1);
+    fftw_plan_with_nthreads(1);
+    ctx_close(&x);
+  }
+#else
+  CU_PASS("FFTW's threads libraries are not linked: the hazard cannot arise through distmgr's plans");
+#endif
+}
+
 /* Many batch entries: the host engine transforms rows in cache-sized chunks
  * (a shorter last chunk, chunk offsets that keep or change the alignment). */
 static void test_chunked(void) {
@@ -1214,6 +1276,7 @@ static CU_TestInfo plan_tests[] = {
     {"measure", test_measure},
     {"destroy_input", test_destroy_input},
     {"chunked row transforms", test_chunked},
+    {"another library sets FFTW's thread count", test_fftw_threads_interop},
     {"groups", test_groups},
     {"re-execution, misaligned buffers", test_reexecute},
     CU_TEST_INFO_NULL};

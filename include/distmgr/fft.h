@@ -105,6 +105,15 @@ typedef struct dist_fft_local {
  * output (= the inverse's input) on this rank. */
 dist_status dist_fft_local_input(const dist_fft_plan *plan, dist_fft_local *info);
 dist_status dist_fft_local_output(const dist_fft_plan *plan, dist_fft_local *info);
+/* Local: every rank's piece along the split dim of the forward's input
+ * (dist_fft_local_input's split_dim) and output (dist_fft_local_output's),
+ * in group rank order: sizes[r] and offsets[r] for r < the plan's group size
+ * (dist_fft_plan_ranks), so no rank recomputes the split. n is the room in
+ * each array (an error if smaller than the group); either array may be NULL. */
+dist_status dist_fft_input_split(const dist_fft_plan *plan, int n, int64_t *sizes, int64_t *offsets);
+dist_status dist_fft_output_split(const dist_fft_plan *plan, int n, int64_t *sizes, int64_t *offsets);
+/* Local: the number of ranks of the plan's group (0 for NULL). */
+int dist_fft_plan_ranks(const dist_fft_plan *plan);
 /* Local: bytes of scratch the plan holds (exchange buffers; FFTW/cuFFT work areas not counted). */
 size_t dist_fft_workspace_bytes(const dist_fft_plan *plan);
 
