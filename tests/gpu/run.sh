@@ -10,6 +10,7 @@
 set -u
 dir=$(cd "$1" && pwd); mode=$2; shift 2
 out=${OUT:-$dir/out}; mkdir -p "$out"
+[ -d "$dir/build" ] || tar -xJf "$dir/build.tar.xz" -C "$dir" || exit 1
 if [ ! -e /tmp/.distmgr-sysroot ]; then
   tar -xzf "$dir/sysroot.tar.gz" -C / --skip-old-files && ldconfig && touch /tmp/.distmgr-sysroot || exit 1
 fi
