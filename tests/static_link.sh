@@ -31,10 +31,13 @@ int main(void) {
   return dist_manager_finalize();
 }
 C
+# The build's compiler and flags (a sanitizer build's objects need its runtime).
 cc=$(sed -n 's/^CC = //p' "$B/Makefile")
+cflags=$(sed -n 's/^CFLAGS = //p' "$B/Makefile")
+ldflags=$(sed -n 's/^LDFLAGS = //p' "$B/Makefile")
 failures=0
-if ${cc:-cc} -o "$d/use" "$d/use.c" -I"$S/include" -I"$B/include" -Wl,--whole-archive "$a" -Wl,--no-whole-archive \
-    $private >"$d/link.log" 2>&1; then
+if ${cc:-cc} $cflags -o "$d/use" "$d/use.c" -I"$S/include" -I"$B/include" $ldflags \
+    -Wl,--whole-archive "$a" -Wl,--no-whole-archive $private >"$d/link.log" 2>&1; then
   echo "PASS: libdistmgr.a links with distmgr.pc's Libs.private ($private)"
 else
   failures=$((failures + 1)); echo "FAIL: static link with distmgr.pc's Libs.private ($private)"; sed 's/^/    /' "$d/link.log" | head -20
