@@ -10,6 +10,7 @@
  *   (c) one buffer: a single dist_all_reduce(DIST_AVG) of all the bytes in
  *       one contiguous buffer: the limit, no copies, one collective
  *   (d) reducer with bf16 compression
+ *   (f) reducer with f16 compression (target: what bf16 costs)
  *   (e) not a target: (b) with grad_as_bucket_view, i.e. without copying the
  *       gradients into and out of the buckets (shows what the copies cost)
  *
@@ -293,20 +294,22 @@ static void compare(bench *b, const options *o) {
   dist_ddp *plain = reducer(b, &b->r, DIST_DDP_COMPRESS_NONE, DIST_DDP_PROGRESS_TEST, 0, 0);
   dist_ddp *bf16 = reducer(b, &b->r, DIST_DDP_COMPRESS_BF16, DIST_DDP_PROGRESS_TEST, 0, 0);
   dist_ddp *view = reducer(b, &b->rv, DIST_DDP_COMPRESS_NONE, DIST_DDP_PROGRESS_TEST, 1, 0);
+  dist_ddp *f16 = reducer(b, &b->r, DIST_DDP_COMPRESS_F16, DIST_DDP_PROGRESS_TEST, 0, 0);
   verify(b, 0, NULL, &b->r), verify(b, 1, plain, &b->r), verify(b, 2, NULL, &b->r), verify(b, 3, bf16, &b->r);
-  verify(b, 4, view, &b->rv);
+  verify(b, 4, view, &b->rv), verify(b, 5, f16, &b->r);
   /* (e) is not one of the targets: it shows what the gradient copies cost */
-  variant v[5] = {{"a per-tensor", f_per_tensor, NULL, 0, {0}},
+  variant v[6] = {{"a per-tensor", f_per_tensor, NULL, 0, {0}},
                   {"b reducer", f_ddp, plain, 0, {0}},
                   {"c one buffer", f_one_buffer, NULL, 0, {0}},
                   {"d reducer bf16", f_ddp, bf16, 0, {0}},
-                  {"e reducer view", f_ddp, view, 0, {0}}};
-  measure(b, v, 5, o->rounds);
+                  {"e reducer view", f_ddp, view, 0, {0}},
+                  {"f reducer f16", f_ddp, f16, 0, {0}}};
+  measure(b, v, 6, o->rounds);
   if (b->rank == 0) {
     printf("np=%d DIST_VERIFY=%d, %d buckets, median ms per iteration over %d rounds "
            "(e = b with grad_as_bucket_view, no gradient copies):\n",
            b->size, o->verify, dist_ddp_bucket_count(plain), o->rounds);
-    for (int k = 0; k < 5; k++) {
+    for (int k = 0; k < 6; k++) {
       double t = median(v[k].t, o->rounds);
       printf("  %-15s %9.2f ms  %7.2f GB/s algbw  (%d it/block)\n", v[k].name, t * 1e3,
              (double)b->m.total * 4 / t / 1e9, v[k].iters);
@@ -319,11 +322,14 @@ static void compare(bench *b, const options *o) {
            paired_ratio(&v[3], &v[1], o->rounds));
     printf("info: e/c view-reducer/one-buffer np=%d verify=%d = %.3f\n", b->size, o->verify,
            paired_ratio(&v[4], &v[2], o->rounds));
+    printf("ratio: f/d f16/bf16 reducer np=%d verify=%d = %.3f (target <= 1.10)\n", b->size, o->verify,
+           paired_ratio(&v[5], &v[3], o->rounds));
     fflush(stdout);
   }
   dist_ddp_destroy(plain);
   dist_ddp_destroy(bf16);
   dist_ddp_destroy(view);
+  dist_ddp_destroy(f16);
 }
 
 /* ---- overlap ------------------------------------------------------------------------ */

@@ -4,6 +4,7 @@
  * iteration, so on AVX-512 they move at memory speed instead of being
  * bound by the baseline's 16-bit shuffles. */
 #include "dtype.h"
+#include "f16_loops.h"
 #include "half.h"
 #include "simd.h"
 
@@ -28,11 +29,8 @@ DIST__CLONES static void scale_f64(const double *s, double *d, size_t n, double 
   for (size_t i = 0; i < n; i++) d[i] = s[i] * f;
 }
 
-/* f16 stays scalar and is not cloned: GCC 12 vectorises its conversions
- * only with AVX512-FP16. */
-static void widen_f16(const uint16_t *s, float *d, size_t n, float f) {
-  for (size_t i = 0; i < n; i++) d[i] = dist_f16_to_f32(s[i]) * f;
-}
+/* f16 through F16C where the CPU has it (f16_loops.c): GCC 12 vectorises the
+ * scalar conversions only with AVX512-FP16. */
 
 /* Exact: no multiply, so NaN payloads and subnormals pass unchanged. */
 void dist__host_widen(const void *src, dist_dtype t, void *dst, size_t n) {
@@ -50,13 +48,13 @@ void dist__host_narrow(const void *src, dist_dtype t, void *dst, size_t n) {
   else if (t == DIST_BF16)
     narrow_bf16(src, dst, n);
   else
-    for (size_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = dist_f32_to_f16(((const float *)src)[i]);
+    dist__f16_narrow(src, dst, n);
 }
 
 void dist__host_widen_scale(const void *src, dist_dtype t, void *dst, size_t n, double f) {
   switch (t) {
     case DIST_BF16: widen_bf16(src, dst, n, (float)f); break;
-    case DIST_F16: widen_f16(src, dst, n, (float)f); break;
+    case DIST_F16: dist__f16_widen_scale(src, dst, n, (float)f); break;
     case DIST_F32: scale_f32(src, dst, n, (float)f); break;
     default: scale_f64(src, dst, n, f); break; /* f64: callers pass only these four */
   }

@@ -2,6 +2,8 @@
  * error, DIST_* settings, device choice and strict integer parsing. */
 #include "internal.h"
 #include "backend.h"
+#include "f16_loops.h"
+#include <math.h>
 #include <mpi.h>
 
 #include <limits.h>
@@ -448,6 +450,63 @@ static void test_node_tasks(void) {
   }
 }
 
+/* The F16C loops give the scalar conversions' bits: every f16 widened (and
+ * scaled), every f16's neighbourhood narrowed (midpoints between f16 values,
+ * one float ulp either side, overflow, subnormals, NaNs with payloads), and
+ * sums of many pairs; odd lengths exercise the 8-wide loops' tails. */
+static void test_f16_loops(void) {
+  if (!dist__f16_hw()) fprintf(stderr, "  (no F16C on this CPU: the scalar loops compared with themselves)\n");
+  enum { N = 65536 };
+  uint16_t *h = malloc(N * sizeof *h), *b1 = malloc(4 * N * sizeof *b1), *b2 = malloc(4 * N * sizeof *b2);
+  float *f1 = malloc(4 * N * sizeof *f1), *f2 = malloc(4 * N * sizeof *f2), *x = malloc(4 * N * sizeof *x);
+  CU_ASSERT_FATAL(h && b1 && b2 && f1 && f2 && x);
+  for (int i = 0; i < N; i++) h[i] = (uint16_t)i;
+  int bad = 0;
+  for (int k = 0; k < 2; k++) { /* scale 1 (exact but for NaN quieting) and 0.25 */
+    float scale = k ? 0.25f : 1.0f;
+    dist__f16_widen_scale(h, f1, N - 3, scale);
+    dist__f16_widen_scale_scalar(h, f2, N - 3, scale);
+    for (int i = 0; i < N - 3; i++)
+      bad += f1[i] != f2[i] && !(isnan(f1[i]) && isnan(f2[i]));
+  }
+  CU_ASSERT_EQUAL(bad, 0);
+  /* Narrow: each f16 value, the midpoint to the next, and one ulp either side of it. */
+  size_t m = 0;
+  for (int i = 0; i < N; i++) {
+    float v = dist_f16_to_f32((uint16_t)i), w = dist_f16_to_f32((uint16_t)(i + 1));
+    x[m++] = v;
+    if ((i & 0x7C00) != 0x7C00 && ((i + 1) & 0x7C00) != 0x7C00 && (i & 0x7FFF) != 0x7FFF) {
+      float mid = v + (w - v) / 2;
+      x[m++] = mid, x[m++] = nextafterf(mid, INFINITY);
+      x[m++] = nextafterf(mid, -INFINITY);
+    }
+  }
+  const float special[] = {65504.0f, 65519.99f, 65520.0f, -65520.0f, 1e30f, -1e-30f, 5.96e-8f, 2.98e-8f, 2.99e-8f};
+  for (size_t i = 0; i < sizeof special / sizeof special[0] && m < 4 * N; i++) x[m++] = special[i];
+  uint32_t payload = 0x7FA00001u; /* a signalling NaN with a payload, negated too */
+  memcpy(&x[m++], &payload, 4);
+  payload |= 0x80000000u;
+  memcpy(&x[m++], &payload, 4);
+  dist__f16_narrow(x, b1, m);
+  dist__f16_narrow_scalar(x, b2, m);
+  bad = 0;
+  for (size_t i = 0; i < m; i++) bad += b1[i] != b2[i];
+  CU_ASSERT_EQUAL(bad, 0);
+  /* Sums: every f16 plus a shifted copy of all f16s. */
+  for (int i = 0; i < N; i++) b1[i] = b2[i] = (uint16_t)(i * 40503u);
+  dist__f16_sum(h, b1, N - 5);
+  dist__f16_sum_scalar(h, b2, N - 5);
+  /* NaN + NaN: IEEE leaves the sign open and compilers order the scalar
+   * operands as they like; any NaN is the same sum. */
+  bad = 0;
+  for (int i = 0; i < N; i++) {
+    int nan1 = (b1[i] & 0x7C00) == 0x7C00 && (b1[i] & 0x3FF), nan2 = (b2[i] & 0x7C00) == 0x7C00 && (b2[i] & 0x3FF);
+    bad += b1[i] != b2[i] && !(nan1 && nan2);
+  }
+  CU_ASSERT_EQUAL(bad, 0);
+  free(h), free(b1), free(b2), free(f1), free(f2), free(x);
+}
+
 /* PMI_FD naming a closed descriptor: MPICH's MPI_Init would abort, so an
  * MPICH build refuses first; Open MPI never reads PMI_FD. */
 static void test_pmi_fd(void) {
@@ -741,6 +800,7 @@ static CU_TestInfo device_tests[] = {
     {"one warning per node", test_device_notes},
     {"tasks on this node", test_node_tasks},
     {"PMI_FD closed by a parent", test_pmi_fd},
+    {"F16C loops give the scalar conversions' bits", test_f16_loops},
     {"kind names", test_device_kind_name},
     {"ranks sharing a GPU", test_device_shared},
     {"CUDA backend choice", test_cuda_backend_pick},
