@@ -34,6 +34,8 @@ static int can_reduce(dist_dtype t, dist_reduce_op op) {
   return 1;
 }
 
+#define SMALL_INTS 64 /* 4 arrays for 16 ranks */
+
 static dist_status count_int(size_t n, int *out) {
   if (n > INT_MAX)
     return dist__error(DIST_ERR_UNSUPPORTED, "%zu elements exceed the MPI count limit of %d per rank", n, INT_MAX);
@@ -44,13 +46,13 @@ static dist_status count_int(size_t n, int *out) {
 /* MPI takes int counts and displacements: `k` arrays of n entries converted
  * into one block, kept in the pending state of non-blocking calls until
  * completion. */
-static dist_status int_arrays(int n, int k, const size_t *const *in, int **out) {
-  int *v = malloc(sizeof(int) * (size_t)k * (size_t)(n ? n : 1));
+static dist_status int_arrays(int n, int k, const size_t *const *in, int *small, int **out) {
+  int *v = small && k * n <= SMALL_INTS ? small : malloc(sizeof(int) * (size_t)k * (size_t)(n ? n : 1));
   if (!v) return dist__error(DIST_ERR_NO_MEMORY, "count arrays for %d ranks", n);
   for (int j = 0; j < k; j++)
     for (int i = 0; i < n; i++) {
       if (in[j][i] > INT_MAX) {
-        free(v);
+        if (v != small) free(v);
         return dist__error(DIST_ERR_UNSUPPORTED, "count or offset %zu exceeds the MPI limit of %d", in[j][i], INT_MAX);
       }
       v[j * n + i] = (int)in[j][i];
@@ -59,8 +61,21 @@ static dist_status int_arrays(int n, int k, const size_t *const *in, int **out) 
   return DIST_SUCCESS;
 }
 
-#define INT_ARRAYS(g, v, ...) int_arrays((g)->size, (int)(sizeof((const size_t *[]){__VA_ARGS__}) / sizeof(size_t *)), \
-                                         (const size_t *const[]){__VA_ARGS__}, &(v))
+/* `small`: the caller's array of SMALL_INTS, used when the arrays fit and the
+ * call really blocks (a polled wait may give up and leave the request, and
+ * with it the arrays, to MPI: then they must outlive the frame); NULL: heap. */
+#define INT_ARRAYS(g, v, small, ...)                                                                        \
+  int_arrays((g)->size, (int)(sizeof((const size_t *[]){__VA_ARGS__}) / sizeof(size_t *)),                 \
+             (const size_t *const[]){__VA_ARGS__}, (small), &(v))
+
+/* The blocking path will call the blocking MPI function (see BLOCKING). */
+static int truly_blocking(void) { return !dist__wait_polled() && !dist__wait_yields(); }
+
+/* v came from INT_ARRAYS with `small`: freed unless it is small or a
+ * broken wait left it to MPI. */
+static void int_arrays_free(int *v, const int *small) {
+  if (v != small && !dist__state.broken) free(v);
+}
 
 static dist_status done(int rc, const char *call) { return rc == MPI_SUCCESS ? DIST_SUCCESS : dist__mpi_error(rc, call); }
 
@@ -109,8 +124,8 @@ static dist_status reduce(dist__group *g, const void *send, void *recv, size_t c
 
 static dist_status all_gather_v(dist__group *g, const void *send, void *recv, const size_t *counts,
                                 const size_t *displs, dist_dtype t, dist__pending *p) {
-  int *v;
-  DIST_CHECK(INT_ARRAYS(g, v, counts, displs));
+  int *v, small[SMALL_INTS];
+  DIST_CHECK(INT_ARRAYS(g, v, p || !truly_blocking() ? NULL : small, counts, displs));
   int rc, P = g->size;
   if (p) {
     p->state = v;
@@ -121,47 +136,47 @@ static dist_status all_gather_v(dist__group *g, const void *send, void *recv, co
   MPI_Request q_;
   dist_status st = BLOCKING(MPI_Allgatherv, MPI_Iallgatherv, send, v[g->rank], mpi_type(t), recv, v, v + P, mpi_type(t),
                             g->comm);
-  if (!dist__state.broken) free(v);
+  int_arrays_free(v, small);
   return st;
 }
 
 static dist_status reduce_scatter_v(dist__group *g, const void *send, void *recv, const size_t *counts,
                                     const size_t *displs, dist_dtype t, dist_reduce_op op) {
-  int *v;
-  DIST_CHECK(INT_ARRAYS(g, v, counts, displs));
+  int *v, small[SMALL_INTS];
+  DIST_CHECK(INT_ARRAYS(g, v, truly_blocking() ? small : NULL, counts, displs));
   /* Chunks are consecutive (displs are prefix sums), as MPI_Reduce_scatter wants. */
   MPI_Request q_;
   dist_status st = BLOCKING(MPI_Reduce_scatter, MPI_Ireduce_scatter, send, recv, v, mpi_type(t), mpi_op(op), g->comm);
-  if (!dist__state.broken) free(v);
+  int_arrays_free(v, small);
   return st;
 }
 
 static dist_status gather_v(dist__group *g, const void *send, void *recv, const size_t *counts, const size_t *displs,
                             dist_dtype t, int root) {
-  int *v;
-  DIST_CHECK(INT_ARRAYS(g, v, counts, displs));
+  int *v, small[SMALL_INTS];
+  DIST_CHECK(INT_ARRAYS(g, v, truly_blocking() ? small : NULL, counts, displs));
   MPI_Request q_;
   dist_status st = BLOCKING(MPI_Gatherv, MPI_Igatherv, send, v[g->rank], mpi_type(t), recv, v, v + g->size,
                             mpi_type(t), root, g->comm);
-  if (!dist__state.broken) free(v);
+  int_arrays_free(v, small);
   return st;
 }
 
 static dist_status scatter_v(dist__group *g, const void *send, void *recv, const size_t *counts, const size_t *displs,
                              dist_dtype t, int root) {
-  int *v;
-  DIST_CHECK(INT_ARRAYS(g, v, counts, displs));
+  int *v, small[SMALL_INTS];
+  DIST_CHECK(INT_ARRAYS(g, v, truly_blocking() ? small : NULL, counts, displs));
   MPI_Request q_;
   dist_status st = BLOCKING(MPI_Scatterv, MPI_Iscatterv, send, v, v + g->size, mpi_type(t), recv, v[g->rank],
                             mpi_type(t), root, g->comm);
-  if (!dist__state.broken) free(v);
+  int_arrays_free(v, small);
   return st;
 }
 
 static dist_status all_to_all_v(dist__group *g, const void *send, const size_t *sc, const size_t *sd, void *recv,
                                 const size_t *rc_, const size_t *rd, dist_dtype t, dist__pending *p) {
-  int *v, P = g->size, rc;
-  DIST_CHECK(INT_ARRAYS(g, v, sc, sd, rc_, rd));
+  int *v, P = g->size, rc, small[SMALL_INTS];
+  DIST_CHECK(INT_ARRAYS(g, v, p || !truly_blocking() ? NULL : small, sc, sd, rc_, rd));
   MPI_Datatype mt = mpi_type(t);
   if (p) {
     p->state = v;
@@ -171,7 +186,7 @@ static dist_status all_to_all_v(dist__group *g, const void *send, const size_t *
   }
   MPI_Request q_;
   dist_status st = BLOCKING(MPI_Alltoallv, MPI_Ialltoallv, send, v, v + P, mt, recv, v + 2 * P, v + 3 * P, mt, g->comm);
-  if (!dist__state.broken) free(v);
+  int_arrays_free(v, small);
   return st;
 }
 

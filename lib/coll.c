@@ -48,7 +48,7 @@ dist_status dist__reduce_buffer(dist__call *c, void *buf, dist_dtype dt, dist_me
       dist__request_discard(*req);
       *req = NULL;
     } else
-      (*req)->post = post;
+      dist__post_move(&(*req)->post, &post);
     return s;
   }
   s = root < 0 ? be->all_reduce(c->g, post.wire, post.wire, n, post.wire_type, wop, NULL)

@@ -37,7 +37,8 @@ dist_status dist__call_begin(dist__call *c, const char *what, const char *group)
   /* Not announced otherwise: the members know a non-member does not come. */
   DIST_CHECK(s);
   c->sig.dim = c->sig.op = c->sig.root = -1; /* "not used by this call" in messages */
-  snprintf(c->sig.kind, sizeof c->sig.kind, "%s", what);
+  size_t k = strnlen(what, sizeof c->sig.kind - 1); /* sig was zeroed by the lookup */
+  memcpy(c->sig.kind, what, k);
   dist__call_enter(what, c->g);
   c->sig.seq = c->g->seq;
   return DIST_SUCCESS;

@@ -5,8 +5,18 @@
 #include "coll_op.h"
 
 void dist__post_init(dist__post *p, dist_memory mem) {
-  memset(p, 0, sizeof *p);
+  /* Field by field: a memset would also clear the split's inline sizes,
+   * a cost on every collective for nothing. */
   p->mem = mem;
+  p->wire = p->cast_to = p->unpack_to = NULL;
+  p->wire_type = p->cast_type = DIST_F32;
+  p->wire_n = 0;
+  p->divisor = 0;
+  p->split.sizes = NULL;
+  p->split.P = 0;
+  p->split.outer = p->split.n = p->split.inner = 0;
+  p->split.esize = 0;
+  for (int i = 0; i < 3; i++) p->scratch[i] = NULL;
 }
 
 dist_status dist__post_alloc(dist__post *p, size_t bytes, void **out) {
@@ -16,6 +26,11 @@ dist_status dist__post_alloc(dist__post *p, size_t bytes, void **out) {
   DIST_CHECK(dist__mem_alloc(p->mem, bytes, &p->scratch[i]));
   *out = p->scratch[i];
   return DIST_SUCCESS;
+}
+
+void dist__post_move(dist__post *to, const dist__post *from) {
+  *to = *from;
+  dist__split_move(&to->split, &from->split);
 }
 
 void dist__post_release(dist__post *p) {

@@ -24,6 +24,8 @@ void dist__post_init(dist__post *p, dist_memory mem);
 dist_status dist__post_alloc(dist__post *p, size_t bytes, void **out); /* a scratch buffer freed with p */
 dist_status dist__post_run(dist__post *p);  /* runs the steps, then releases */
 void dist__post_release(dist__post *p);
+/* Hand a post to a request: *to = *from (the split's sizes may live inside it). */
+void dist__post_move(dist__post *to, const dist__post *from);
 
 struct dist_request {
   const char *what;

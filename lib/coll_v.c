@@ -5,12 +5,25 @@
 #include "coll_internal.h"
 
 /* counts and displacements of a split: 2 arrays of P in one block. */
-static dist_status counts_of(const dist__split *s, size_t **out) {
-  size_t *v = malloc(sizeof(size_t) * 2 * (size_t)s->P);
-  if (!v) return dist__error(DIST_ERR_NO_MEMORY, "count arrays for %d ranks", s->P);
-  dist__split_counts(s, v, v + s->P);
-  *out = v;
+/* Counts and displacements of a split (v[0..P) and v[P..2P)), in the
+ * caller's frame for groups of up to COUNTS_SMALL ranks: no allocation per
+ * call (bench/collectives' per-call cost). Never copied. */
+#define COUNTS_SMALL 16
+typedef struct counts {
+  size_t *v;
+  size_t small[2 * COUNTS_SMALL];
+} counts;
+
+static dist_status counts_of(const dist__split *s, counts *c) {
+  c->v = s->P <= COUNTS_SMALL ? c->small : malloc(sizeof(size_t) * 2 * (size_t)s->P);
+  if (!c->v) return dist__error(DIST_ERR_NO_MEMORY, "count arrays for %d ranks", s->P);
+  dist__split_counts(s, c->v, c->v + s->P);
   return DIST_SUCCESS;
+}
+
+static void counts_free(counts *c) {
+  if (c->v != c->small) free(c->v);
+  c->v = NULL;
 }
 
 /* Hand a launched operation's post-processing to its request, or run it now. */
@@ -24,7 +37,7 @@ static dist_status conclude(dist__post *post, dist_status launched, dist_request
     return launched;
   }
   if (req) {
-    (*req)->post = *post;
+    dist__post_move(&(*req)->post, post);
     return DIST_SUCCESS;
   }
   return dist__post_run(post);
@@ -62,7 +75,8 @@ static dist_status gather_common(dist__call *c, const dist_tensor *in, dist_tens
   dist__post post;
   if (req) *req = NULL;
   dist__post_init(&post, in->memory);
-  size_t *cnt = NULL;
+  counts cnt;
+  cnt.v = NULL; /* (the inline storage needs no zeroing) */
   void *recv = receives ? out->data : NULL;
   dist_status s = dist__split_init(&post.split, in, dim, P, sizes, in->shape[dim]);
   if (!s) s = counts_of(&post.split, &cnt);
@@ -74,12 +88,12 @@ static dist_status gather_common(dist__call *c, const dist_tensor *in, dist_tens
   if (!s && req) s = dist__request_new(c, req);
   if (!dist__split_contiguous(&post.split)) s = dist__call_ready(c, s);
   if (s) {
-    free(cnt);
+    counts_free(&cnt);
     return conclude(&post, s, req);
   }
-  if (root < 0) s = c->be->all_gather_v(c->g, in->data, recv, cnt, cnt + P, in->dtype, req ? &(*req)->pending : NULL);
-  else s = c->be->gather_v(c->g, in->data, recv, cnt, cnt + P, in->dtype, root);
-  free(cnt);
+  if (root < 0) s = c->be->all_gather_v(c->g, in->data, recv, cnt.v, cnt.v + P, in->dtype, req ? &(*req)->pending : NULL);
+  else s = c->be->gather_v(c->g, in->data, recv, cnt.v, cnt.v + P, in->dtype, root);
+  counts_free(&cnt);
   return conclude(&post, s, req);
 }
 
@@ -181,7 +195,9 @@ dist_status dist_reduce_scatter_v(const char *group, const dist_tensor *in, dist
   /* Wire form: packed chunks, in f32 for 16-bit floats. */
   dist__post post;
   dist__post_init(&post, in->memory);
-  size_t *cnt = NULL, n_in = (size_t)dist_tensor_numel(in), n_out = (size_t)dist_tensor_numel(out);
+  counts cnt;
+  cnt.v = NULL; /* (the inline storage needs no zeroing) */
+  size_t n_in = (size_t)dist_tensor_numel(in), n_out = (size_t)dist_tensor_numel(out);
   dist_dtype wt = dist__wire_type(in->dtype, op);
   int is16 = wt != in->dtype; /* reduced in a wider type */
   dist_tensor win = *in;
@@ -212,8 +228,8 @@ dist_status dist_reduce_scatter_v(const char *group, const dist_tensor *in, dist
   dist_reduce_op wop = op;
   if (op == DIST_AVG && !c.be->can_reduce(wt, DIST_AVG)) wop = DIST_SUM, post.divisor = P;
   if (is16 || !dist__split_contiguous(&post.split)) s = dist__call_ready(&c, s);
-  if (!s) s = c.be->reduce_scatter_v(c.g, send, post.wire, cnt, cnt + P, wt, wop);
-  free(cnt);
+  if (!s) s = c.be->reduce_scatter_v(c.g, send, post.wire, cnt.v, cnt.v + P, wt, wop);
+  counts_free(&cnt);
   dist__split_free(&post.split); /* the result needs no unpacking */
   return conclude(&post, s, NULL);
 }
@@ -247,7 +263,8 @@ dist_status dist_scatter_v(const char *group, const dist_tensor *in, dist_tensor
 
   dist__post post;
   dist__post_init(&post, out->memory);
-  size_t *cnt = NULL;
+  counts cnt;
+  cnt.v = NULL; /* (the inline storage needs no zeroing) */
   const void *send = me == src ? in->data : NULL;
   s = dist__split_init(&post.split, out, dim, P, sizes, out->shape[dim]);
   if (!s) s = counts_of(&post.split, &cnt);
@@ -258,8 +275,8 @@ dist_status dist_scatter_v(const char *group, const dist_tensor *in, dist_tensor
     send = packed;
   }
   if (!dist__split_contiguous(&post.split)) s = dist__call_ready(&c, s);
-  if (!s) s = c.be->scatter_v(c.g, send, out->data, cnt, cnt + P, out->dtype, src);
-  free(cnt);
+  if (!s) s = c.be->scatter_v(c.g, send, out->data, cnt.v, cnt.v + P, out->dtype, src);
+  counts_free(&cnt);
   dist__split_free(&post.split);
   return conclude(&post, s, NULL);
 }
@@ -273,7 +290,8 @@ dist_status dist__all_to_all_dims(dist__call *c, const dist_tensor *in, int spli
   dist__split sin;
   if (req) *req = NULL;
   dist__post_init(&post, in->memory);
-  size_t *sc = NULL, *rc = NULL;
+  counts sc, rc;
+  sc.v = rc.v = NULL;
   const void *send = in->data;
   void *recv = out->data;
   dist_status s = dist__split_init(&sin, in, split_dim, P, send_sizes, 0);
@@ -298,9 +316,9 @@ dist_status dist__all_to_all_dims(dist__call *c, const dist_tensor *in, int spli
   if (split_dim != cat_dim || !dist__split_contiguous(&sin) || !dist__split_contiguous(&post.split))
     s = dist__call_ready(c, s);
   if (!s)
-    s = c->be->all_to_all_v(c->g, send, sc, sc + P, recv, rc, rc + P, in->dtype, req ? &(*req)->pending : NULL);
-  free(sc);
-  free(rc);
+    s = c->be->all_to_all_v(c->g, send, sc.v, sc.v + P, recv, rc.v, rc.v + P, in->dtype, req ? &(*req)->pending : NULL);
+  counts_free(&sc);
+  counts_free(&rc);
   dist__split_free(&sin);
   return conclude(&post, s, req);
 }
@@ -343,7 +361,7 @@ static dist_status all_to_all_v(const char *what, const char *group, const dist_
   if (!s) {
     dist__sig_tensor(&c, in, eq ? -1 : dim);
     c.sig.dim = dim;
-    if (!eq) dist__sig_exchange(&c, ss, rs);
+    if (!eq && dist__state.settings.verify) dist__sig_exchange(&c, ss, rs); /* only the check round reads it */
   }
   s = dist__call_verify(&c, s);
   int ordered = nb && !s && in->memory == DIST_MEM_CUDA; /* enqueue now, track with an event */

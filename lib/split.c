@@ -13,7 +13,12 @@ void dist__outer_inner(const dist_tensor *t, int dim, int64_t *outer, int64_t *i
 }
 
 dist_status dist__split_init(dist__split *s, const dist_tensor *t, int dim, int P, const int64_t *sizes, int64_t equal) {
-  memset(s, 0, sizeof *s);
+  /* The header zeroed (callers test contiguity even after an error: outer 0
+   * is "not contiguous"); not a memset: the inline sizes need no zeroing. */
+  s->outer = s->n = s->inner = 0;
+  s->esize = 0;
+  s->P = 0;
+  s->sizes = NULL;
   int64_t n = 0;
   for (int r = 0; r < P; r++) {
     int64_t v = sizes ? sizes[r] : equal;
@@ -29,7 +34,8 @@ dist_status dist__split_init(dist__split *s, const dist_tensor *t, int dim, int 
     return dist__error(DIST_ERR_INVALID_ARGUMENT,
                        "split along dim %d: extent %lld of a %s tensor with %d dims overflows (more than INT64_MAX bytes)",
                        dim, (long long)n, dist_dtype_name(t->dtype), t->ndim);
-  s->sizes = malloc(sizeof(int64_t) * (size_t)P);
+  /* no allocation for small groups: a collective's per-call cost (bench/collectives) */
+  s->sizes = P <= DIST__SPLIT_SMALL ? s->small : malloc(sizeof(int64_t) * (size_t)P);
   if (!s->sizes) return dist__error(DIST_ERR_NO_MEMORY, "split of %d chunks", P);
   s->P = P;
   s->n = n;
@@ -40,8 +46,13 @@ dist_status dist__split_init(dist__split *s, const dist_tensor *t, int dim, int 
 }
 
 void dist__split_free(dist__split *s) {
-  free(s->sizes);
+  if (s->sizes != s->small) free(s->sizes);
   s->sizes = NULL;
+}
+
+void dist__split_move(dist__split *to, const dist__split *from) {
+  *to = *from;
+  if (from->sizes == from->small) to->sizes = to->small;
 }
 
 void dist__split_counts(const dist__split *s, size_t *counts, size_t *displs) {

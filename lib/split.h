@@ -9,12 +9,18 @@
 
 #include "memops.h"
 
+#define DIST__SPLIT_SMALL 16
 typedef struct dist__split {
   int64_t outer, n, inner;
   size_t esize;
   int P;
-  int64_t *sizes; /* P extents (owned copy) */
+  int64_t *sizes; /* P extents (owned copy): `small` for up to DIST__SPLIT_SMALL ranks, so a
+                     copy of the struct must go through dist__split_move */
+  int64_t small[DIST__SPLIT_SMALL];
 } dist__split;
+
+/* *to = *from, with `sizes` pointing into to's own storage. */
+void dist__split_move(dist__split *to, const dist__split *from);
 
 /* `t` gives outer/inner/esize around dim; n = sum of sizes (NULL = all
  * equal to `equal`). DIST_ERR_INVALID_ARGUMENT when a size is negative, the
