@@ -5,17 +5,14 @@
 #include "coll_op.h"
 
 void dist__post_init(dist__post *p, dist_memory mem) {
-  /* Field by field: a memset would also clear the split's inline sizes,
-   * a cost on every collective for nothing. */
+  /* Field by field (a new field must be set here): a memset would also
+   * clear the split's inline sizes, a cost on every collective for nothing. */
   p->mem = mem;
   p->wire = p->cast_to = p->unpack_to = NULL;
   p->wire_type = p->cast_type = DIST_F32;
   p->wire_n = 0;
   p->divisor = 0;
-  p->split.sizes = NULL;
-  p->split.P = 0;
-  p->split.outer = p->split.n = p->split.inner = 0;
-  p->split.esize = 0;
+  dist__split_clear(&p->split);
   for (int i = 0; i < 3; i++) p->scratch[i] = NULL;
 }
 

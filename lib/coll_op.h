@@ -7,6 +7,7 @@
 #include "coll_call.h"
 #include "split.h"
 
+/* Set field by field in dist__post_init: a new field must be added there. */
 typedef struct dist__post {
   dist_memory mem;
   void *wire;           /* what the backend wrote (user buffer or scratch) */

@@ -12,13 +12,16 @@ void dist__outer_inner(const dist_tensor *t, int dim, int64_t *outer, int64_t *i
   *inner = i;
 }
 
-dist_status dist__split_init(dist__split *s, const dist_tensor *t, int dim, int P, const int64_t *sizes, int64_t equal) {
-  /* The header zeroed (callers test contiguity even after an error: outer 0
-   * is "not contiguous"); not a memset: the inline sizes need no zeroing. */
+void dist__split_clear(dist__split *s) {
+  /* Not a memset: the inline sizes need no zeroing (a cost on every call). */
   s->outer = s->n = s->inner = 0;
   s->esize = 0;
   s->P = 0;
   s->sizes = NULL;
+}
+
+dist_status dist__split_init(dist__split *s, const dist_tensor *t, int dim, int P, const int64_t *sizes, int64_t equal) {
+  dist__split_clear(s); /* callers test contiguity even after an error: outer 0 is "not contiguous" */
   int64_t n = 0;
   for (int r = 0; r < P; r++) {
     int64_t v = sizes ? sizes[r] : equal;

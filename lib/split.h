@@ -19,6 +19,8 @@ typedef struct dist__split {
   int64_t small[DIST__SPLIT_SMALL];
 } dist__split;
 
+/* An empty split (no sizes, not contiguous); dist__split_free is a no-op on it. */
+void dist__split_clear(dist__split *s);
 /* *to = *from, with `sizes` pointing into to's own storage. */
 void dist__split_move(dist__split *to, const dist__split *from);
 
