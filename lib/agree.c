@@ -2,7 +2,7 @@
  *
  * Every control exchange of the library (the verification round of a
  * collective, the agreement points inside initialize, plans and reducers) is
- * one and the same all-reduce of four words, so two ranks that reached
+ * one and the same all-reduce of four words (dist__round_run), so two ranks that reached
  * different control points pair up as a detectable mismatch instead of
  * reading each other's words as garbage. */
 #include <stdio.h>
@@ -26,43 +26,6 @@ uint64_t dist__hash(uint64_t h, const void *data, size_t n) {
   return h;
 }
 
-/* MAX over (failure, hash, ~hash), SUM over the balance word. */
-static void round_op(void *in, void *inout, int *len, MPI_Datatype *type) {
-  (void)type;
-  const int64_t *a = in;
-  int64_t *b = inout;
-  for (int i = 0; i < *len; i++, a += 4, b += 4) {
-    for (int k = 0; k < 3; k++)
-      if (a[k] > b[k]) b[k] = a[k];
-    b[3] = (int64_t)((uint64_t)b[3] + (uint64_t)a[3]);
-  }
-}
-
-static MPI_Op rop = MPI_OP_NULL;
-static MPI_Datatype rtype = MPI_DATATYPE_NULL;
-
-static dist_status round_handles(MPI_Op *op, MPI_Datatype *type) {
-  if (rop == MPI_OP_NULL) { /* local calls, made once per initialize */
-    if (MPI_Type_contiguous(4, MPI_INT64_T, &rtype) != MPI_SUCCESS || MPI_Type_commit(&rtype) != MPI_SUCCESS ||
-        MPI_Op_create(round_op, 1, &rop) != MPI_SUCCESS)
-      return dist__error(DIST_ERR_MPI, "creating the control reduction failed");
-  }
-  *op = rop;
-  *type = rtype;
-  return DIST_SUCCESS;
-}
-
-/* Freed at finalize: MPICH reports handles still alive at MPI_Finalize as
- * leaks ("yaksa: 1 leaked handle pool objects") on every rank. */
-void dist__round_free(void) {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (!finalized && rop != MPI_OP_NULL) MPI_Op_free(&rop);
-  if (!finalized && rtype != MPI_DATATYPE_NULL) MPI_Type_free(&rtype);
-  rop = MPI_OP_NULL;
-  rtype = MPI_DATATYPE_NULL;
-}
-
 dist__round dist__round_init(MPI_Comm comm, dist_status local, uint64_t hash) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
@@ -78,26 +41,71 @@ dist__round dist__round_init(MPI_Comm comm, dist_status local, uint64_t hash) {
   return r;
 }
 
+/* The round is point-to-point, recursive doubling (MPICH's all-reduce
+ * schedule, with the usual fold for a group size that is not a power of 2):
+ * as interruptible as a non-blocking all-reduce (each step's requests are
+ * waited for by dist__wait, which the fault channel can end), at the cost of
+ * a blocking one: libnbc's MPI_Iallreduce took 2.5x MPI_Allreduce for these
+ * four words (bench/RESULTS.md, "bench/callcost"). Every round sends the same
+ * pattern on the group's communicator under one tag, so two ranks at
+ * different control points still pair up and see different hashes. */
+#define ROUND_TAG 0x0c0d
+
+/* MAX over (failure, hash, ~hash), SUM over the balance word: commutative,
+ * so every rank ends with the same words. */
+static void combine(int64_t *mine, const int64_t *theirs) {
+  for (int k = 0; k < 3; k++)
+    if (theirs[k] > mine[k]) mine[k] = theirs[k];
+  mine[3] = (int64_t)((uint64_t)mine[3] + (uint64_t)theirs[3]);
+}
+
+/* Send w[0..4) to `to` (if >= 0) and receive w[4..8) from `from` (if >= 0). */
+static dist_status step(MPI_Comm comm, int to, int from, int64_t *w, const char *call) {
+  MPI_Request q[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  int rc = MPI_SUCCESS;
+  if (from >= 0) rc = MPI_Irecv(w + 4, 4, MPI_INT64_T, from, ROUND_TAG, comm, &q[1]);
+  if (rc == MPI_SUCCESS && to >= 0) rc = MPI_Isend(w, 4, MPI_INT64_T, to, ROUND_TAG, comm, &q[0]);
+  if (rc != MPI_SUCCESS) return dist__mpi_error(rc, call); /* (a posted receive stays with the broken rank) */
+  for (int i = 0; i < 2; i++)
+    if (q[i] != MPI_REQUEST_NULL) DIST_CHECK(dist__wait(&q[i], call, DIST__WAIT_CONTROL));
+  return DIST_SUCCESS;
+}
+
 dist_status dist__round_run(MPI_Comm comm, dist__round *r, const char *call) {
-  MPI_Op op = MPI_OP_NULL;
-  MPI_Datatype type = MPI_DATATYPE_NULL;
-  MPI_Request q;
-  DIST_CHECK(round_handles(&op, &type));
-  /* A wait that gives up (a peer's fault, DIST_TIMEOUT) leaves the request
-   * to MPI, which may still write its result during a later progress call
-   * (the exit-time flush): the words live on the heap, and stay there then,
-   * not in the caller's stack frame. */
+  int P = 1, me = 0;
+  MPI_Comm_size(comm, &P);
+  MPI_Comm_rank(comm, &me);
+  /* A wait that gives up (a peer's fault, DIST_TIMEOUT) leaves its requests
+   * to MPI, which may still write into them later (the exit-time flush): the
+   * words live on the heap, and stay there then, not in the caller's frame. */
   int64_t *w = malloc(8 * sizeof *w);
   if (!w) return dist__error(DIST_ERR_NO_MEMORY, "%s: control words", call);
   memcpy(w, r->in, sizeof r->in);
-  int rc = MPI_Iallreduce(w, w + 4, 1, type, op, comm, &q);
-  if (rc != MPI_SUCCESS) {
-    free(w);
-    return dist__mpi_error(rc, call);
+  int pof2 = 1;
+  while (pof2 * 2 <= P) pof2 *= 2;
+  int rem = P - pof2, vrank; /* ranks below 2*rem pair up first: the odd one goes on for both */
+  dist_status s = DIST_SUCCESS;
+  if (me < 2 * rem && me % 2 == 0) {
+    s = step(comm, me + 1, -1, w, call);
+    vrank = -1;
+  } else if (me < 2 * rem) {
+    s = step(comm, -1, me - 1, w, call);
+    if (!s) combine(w, w + 4);
+    vrank = me / 2;
+  } else {
+    vrank = me - rem;
   }
-  dist_status s = dist__wait(&q, call, DIST__WAIT_CONTROL);
-  if (s) return s; /* w belongs to the abandoned request */
-  memcpy(r->out, w + 4, sizeof r->out);
+  for (int mask = 1; !s && vrank >= 0 && mask < pof2; mask <<= 1) {
+    int vpeer = vrank ^ mask, peer = vpeer < rem ? vpeer * 2 + 1 : vpeer + rem;
+    s = step(comm, peer, peer, w, call);
+    if (!s) combine(w, w + 4);
+  }
+  if (!s && me < 2 * rem) { /* the result back to the even partner */
+    if (me % 2) s = step(comm, me - 1, -1, w, call);
+    else if (!(s = step(comm, -1, me + 1, w, call))) memcpy(w, w + 4, 4 * sizeof *w);
+  }
+  if (s) return s; /* w belongs to the abandoned requests */
+  memcpy(r->out, w, sizeof r->out);
   free(w);
   return DIST_SUCCESS;
 }

@@ -140,7 +140,7 @@ dist_status dist__call_verify_always(dist__call *c, dist_status local) {
   if (c->g->size == 1) return local;
   dist__round r = dist__round_init(c->g->comm, local, dist__hash(DIST__HASH_SEED, &c->sig, sizeof c->sig));
   r.in[3] = local ? 0 : (int64_t)c->balance;
-  DIST_CHECK(dist__round_run(c->g->comm, &r, "MPI_Iallreduce (argument check)"));
+  DIST_CHECK(dist__round_run(c->g->comm, &r, "the argument check round"));
   char where[160];
   snprintf(where, sizeof where, " on group '%s' (call #%llu)", c->g->name, (unsigned long long)c->sig.seq);
   DIST_CHECK(dist__round_failure(c->g->comm, &r, local, c->what, where));

@@ -53,7 +53,6 @@ static void release_state(int orderly) {
   dist__faults_close();
   dist__groups_free();
   dist__half_ops_free();
-  dist__round_free();
   free(m->device_keys);
   m->device_keys = NULL;
   free(m->startup_rows);

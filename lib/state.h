@@ -83,12 +83,12 @@ dist_status dist__agree_status_hash(MPI_Comm comm, dist_status mine, uint64_t ha
 uint64_t dist__hash(uint64_t h, const void *data, size_t n);
 
 /* The one control round behind all of the above and the verification of
- * collectives: an all-reduce of four words (failure, hash, ~hash, balance),
- * waited for by dist__wait (fault channel and DIST_TIMEOUT observed). */
+ * collectives: an all-reduce of four words (failure, hash, ~hash, balance) by
+ * point-to-point recursive doubling, each step waited for by dist__wait
+ * (fault channel and DIST_TIMEOUT observed). */
 typedef struct dist__round {
   int64_t in[4], out[4];
 } dist__round;
-void dist__round_free(void); /* at finalize (MPICH counts live handles as leaks) */
 dist__round dist__round_init(MPI_Comm comm, dist_status local, uint64_t hash);
 dist_status dist__round_run(MPI_Comm comm, dist__round *r, const char *call);
 /* After a run: DIST_SUCCESS if no rank failed; else `local` (this rank's own
