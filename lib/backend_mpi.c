@@ -68,9 +68,6 @@ static dist_status int_arrays(int n, int k, const size_t *const *in, int *small,
   int_arrays((g)->size, (int)(sizeof((const size_t *[]){__VA_ARGS__}) / sizeof(size_t *)),                 \
              (const size_t *const[]){__VA_ARGS__}, (small), &(v))
 
-/* The blocking path will call the blocking MPI function (see BLOCKING). */
-static int truly_blocking(void) { return !dist__wait_polled() && !dist__wait_yields(); }
-
 /* v came from INT_ARRAYS with `small`: freed unless it is small or a
  * broken wait left it to MPI. */
 static void int_arrays_free(int *v, const int *small) {
@@ -81,14 +78,15 @@ static dist_status done(int rc, const char *call) { return rc == MPI_SUCCESS ? D
 
 /* A non-blocking call and its wait (DIST_TIMEOUT: the wait is bounded). */
 static dist_status waited(int rc, MPI_Request *q, const char *call) {
-  return rc == MPI_SUCCESS ? dist__wait(q, call, DIST__WAIT_DATA) : dist__mpi_error(rc, call);
+  return dist__wait_posted(rc, q, call, DIST__WAIT_DATA);
 }
 
 /* With DIST_TIMEOUT set, every blocking call runs as its non-blocking form
  * plus a bounded wait; so too where waits must yield the core (an MPI that
  * busy-polls, more ranks than cores); otherwise as the blocking call itself. */
+static int truly_blocking(void) { return !dist__wait_polled() && !dist__wait_yields(); }
 #define BLOCKING(blocking, nonblocking, ...)                                                            \
-  (dist__wait_polled() || dist__wait_yields() ? waited(nonblocking(__VA_ARGS__, &q_), &q_, #nonblocking) : done(blocking(__VA_ARGS__), #blocking))
+  (!truly_blocking() ? waited(nonblocking(__VA_ARGS__, &q_), &q_, #nonblocking) : done(blocking(__VA_ARGS__), #blocking))
 
 static dist_status all_reduce(dist__group *g, const void *send, void *recv, size_t count, dist_dtype t,
                               dist_reduce_op op, dist__pending *p) {

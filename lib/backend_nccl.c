@@ -270,7 +270,7 @@ static dist_status barrier(dist__group *g) {
   DIST_CHECK(dist__mem_sync(DIST_MEM_CUDA));
   MPI_Request q;
   int rc = MPI_Ibarrier(g->comm, &q);
-  return rc == MPI_SUCCESS ? dist__wait(&q, "MPI_Ibarrier", DIST__WAIT_DATA) : dist__mpi_error(rc, "MPI_Ibarrier");
+  return dist__wait_posted(rc, &q, "MPI_Ibarrier", DIST__WAIT_DATA);
 }
 
 static dist_status wait(dist__pending *p) { return DIST_SUCCESS; }

@@ -4,7 +4,6 @@
 
 #include "coll_internal.h"
 
-/* counts and displacements of a split: 2 arrays of P in one block. */
 /* Counts and displacements of a split (v[0..P) and v[P..2P)), in the
  * caller's frame for groups of up to COUNTS_SMALL ranks: no allocation per
  * call (bench/collectives' per-call cost). Never copied. */

@@ -44,12 +44,10 @@ static void describe_call(const dist__call *c, const dist__sig *s, char *buf, si
   snprintf(buf, n, "%s (call #%llu on this group) with %s", kind, (unsigned long long)s->seq, rest);
 }
 
-/* The error paths' exchanges are polled like the round: a rank that gave up
- * during the round (its contribution completed ours) never joins them. Their
- * buffers are on the heap and left to MPI when the wait gives up. */
-static dist_status polled(int rc, MPI_Request *q, const char *call) {
-  return rc == MPI_SUCCESS ? dist__wait(q, call, DIST__WAIT_CONTROL) : dist__mpi_error(rc, call);
-}
+/* The error paths' exchanges below are waited for like the round (control
+ * waits): a rank that gave up during the round (its contribution completed
+ * ours) never joins them. Their buffers are on the heap and left to MPI when
+ * the wait gives up. */
 
 /* Error path only: find the first rank whose signature differs from rank 0's. */
 static dist_status mismatch(dist__call *c) {
@@ -59,8 +57,8 @@ static dist_status mismatch(dist__call *c) {
   if (!all) return dist__error(DIST_ERR_MISMATCH, "%s: ranks of group '%s' passed different arguments", c->what,
                                c->g->name);
   *mine = c->sig;
-  DIST_CHECK(polled(MPI_Iallgather(mine, (int)sizeof *mine, MPI_BYTE, all, (int)sizeof *mine, MPI_BYTE, c->g->comm, &q),
-                    &q, "MPI_Iallgather (argument check)"));
+  int rc = MPI_Iallgather(mine, (int)sizeof *mine, MPI_BYTE, all, (int)sizeof *mine, MPI_BYTE, c->g->comm, &q);
+  DIST_CHECK(dist__wait_posted(rc, &q, "MPI_Iallgather (argument check)", DIST__WAIT_CONTROL));
   int who = 1;
   while (who < P - 1 && memcmp(&all[who], &all[0], sizeof *all) == 0) who++;
   char a[300], b[300];
@@ -105,16 +103,16 @@ static dist_status exchange_mismatch(dist__call *c) {
   if (!theirs) return dist__error(DIST_ERR_NO_MEMORY, "%s: count check", c->what);
   int64_t *best = key + 1, *d = key + 2, *sum = key + 4;
   memcpy(mine, c->xsend, sizeof *mine * (size_t)P);
-  DIST_CHECK(polled(MPI_Ialltoall(mine, 1, MPI_INT64_T, theirs, 1, MPI_INT64_T, c->g->comm, &q), &q,
-                    "MPI_Ialltoall (count check)"));
+  DIST_CHECK(dist__wait_posted(MPI_Ialltoall(mine, 1, MPI_INT64_T, theirs, 1, MPI_INT64_T, c->g->comm, &q), &q,
+                               "MPI_Ialltoall (count check)", DIST__WAIT_CONTROL));
   *key = INT64_MAX;
   for (int r = 0; r < P && *key == INT64_MAX; r++)
     if (theirs[r] != c->xrecv[r]) *key = (int64_t)me * P + r;
-  DIST_CHECK(polled(MPI_Iallreduce(key, best, 1, MPI_INT64_T, MPI_MIN, c->g->comm, &q), &q,
-                    "MPI_Iallreduce (count check)"));
+  DIST_CHECK(dist__wait_posted(MPI_Iallreduce(key, best, 1, MPI_INT64_T, MPI_MIN, c->g->comm, &q), &q,
+                               "MPI_Iallreduce (count check)", DIST__WAIT_CONTROL));
   if (*best == *key && *key != INT64_MAX) d[0] = theirs[*key % P], d[1] = c->xrecv[*key % P];
-  DIST_CHECK(polled(MPI_Iallreduce(d, sum, 2, MPI_INT64_T, MPI_SUM, c->g->comm, &q), &q,
-                    "MPI_Iallreduce (count check)"));
+  DIST_CHECK(dist__wait_posted(MPI_Iallreduce(d, sum, 2, MPI_INT64_T, MPI_SUM, c->g->comm, &q), &q,
+                               "MPI_Iallreduce (count check)", DIST__WAIT_CONTROL));
   int64_t found = *best, says = sum[0], expects = sum[1];
   free(theirs);
   if (found == INT64_MAX) /* a hash collision in the balance, or none at all */

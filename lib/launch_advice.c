@@ -48,22 +48,21 @@ static int under_srun(const char *const *env) {
 dist_status dist__launch_refuse_torchrun(const dist_launch *l, const char *const *env) {
   char lib[96];
   mpi_family f = mpi_library(lib, sizeof lib);
-  if (under_srun(env) && f == MPI_MPICH)
+  if (under_srun(env)) {
+    /* MPICH joins srun through PMI-2, whose connection torchrun closes. */
+    char why[256] = "";
+    if (f == MPI_MPICH)
+      snprintf(why, sizeof why, ", and closes the PMI connection srun gives each task, so this program's MPI (%s) "
+               "cannot start under torchrun at all", lib);
+    const char *works = f == MPI_MPICH ? "" : ", or keep torchrun with one process per srun task (--nproc-per-node=1) "
+                                              "and set DIST_INIT_METHOD=SLURM";
     return dist__error(DIST_ERR_UNSUPPORTED,
                        "launched by torchrun under srun (torchrun rank %d of %d, srun task %.16s of %.16s): distmgr "
-                       "cannot join torchrun's processes yet (torchrun starts them without an MPI runtime, and closes "
-                       "the PMI connection srun gives each task, so this program's MPI (%s) cannot start under "
-                       "torchrun at all); what works today: let srun start one process per rank (srun -n %d --mpi=pmi2 "
-                       "PROGRAM)",
-                       l->rank, l->size, env_or(env, "SLURM_PROCID", "?"), env_or(env, "SLURM_NTASKS", "?"), lib,
-                       l->size);
-  if (under_srun(env))
-    return dist__error(DIST_ERR_UNSUPPORTED,
-                       "launched by torchrun under srun (torchrun rank %d of %d, srun task %.16s of %.16s): distmgr "
-                       "cannot join torchrun's processes yet (torchrun starts them without an MPI runtime); what "
-                       "works today: let srun start one process per rank (srun -n %d --mpi=pmix PROGRAM), or keep "
-                       "torchrun with one process per srun task (--nproc-per-node=1) and set DIST_INIT_METHOD=SLURM",
-                       l->rank, l->size, env_or(env, "SLURM_PROCID", "?"), env_or(env, "SLURM_NTASKS", "?"), l->size);
+                       "cannot join torchrun's processes yet (torchrun starts them without an MPI runtime%s); what "
+                       "works today: let srun start one process per rank (srun -n %d --mpi=%s PROGRAM)%s",
+                       l->rank, l->size, env_or(env, "SLURM_PROCID", "?"), env_or(env, "SLURM_NTASKS", "?"), why,
+                       l->size, f == MPI_MPICH ? "pmi2" : "pmix", works);
+  }
   const char *outer = dist__env_get(env, "OMPI_COMM_WORLD_RANK") ? "OMPI_COMM_WORLD"
                       : dist__env_get(env, "PMI_RANK")           ? "PMI"
                                                                   : NULL;

@@ -93,6 +93,10 @@ dist_status dist__wait(MPI_Request *r, const char *call, int kind) {
   return rc == MPI_SUCCESS ? DIST_SUCCESS : dist__mpi_error(rc, call);
 }
 
+dist_status dist__wait_posted(int rc, MPI_Request *r, const char *call, int kind) {
+  return rc == MPI_SUCCESS ? dist__wait(r, call, kind) : dist__mpi_error(rc, call);
+}
+
 dist_status dist__waitall(int n, MPI_Request *r, const char *call) {
   for (int i = 0; i < n; i++) DIST_CHECK(dist__wait(&r[i], call, DIST__WAIT_DATA));
   return DIST_SUCCESS;

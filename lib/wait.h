@@ -13,6 +13,8 @@
 #define DIST__WAIT_CONTROL 1 /* control rounds: always polled when the fault channel is open */
 
 dist_status dist__wait(MPI_Request *r, const char *call, int kind);
+/* rc: what posting *r returned (MPI_Ixxx): its error, or dist__wait's outcome. */
+dist_status dist__wait_posted(int rc, MPI_Request *r, const char *call, int kind);
 dist_status dist__waitall(int n, MPI_Request *r, const char *call);
 /* Are data waits polled for DIST_TIMEOUT? (Then blocking MPI calls go non-blocking + dist__wait.) */
 int dist__wait_polled(void);
