@@ -139,9 +139,11 @@ dist_status dist__call_verify_always(dist__call *c, dist_status local) {
   dist__round r = dist__round_init(c->g->comm, local, dist__hash(DIST__HASH_SEED, &c->sig, sizeof c->sig));
   r.in[3] = local ? 0 : (int64_t)c->balance;
   DIST_CHECK(dist__round_run(c->g->comm, &r, "the argument check round"));
-  char where[160];
-  snprintf(where, sizeof where, " on group '%s' (call #%llu)", c->g->name, (unsigned long long)c->sig.seq);
-  DIST_CHECK(dist__round_failure(c->g->comm, &r, local, c->what, where));
+  if (r.out[0]) { /* some rank failed: its message, named once */
+    char where[160];
+    snprintf(where, sizeof where, " on group '%s' (call #%llu)", c->g->name, (unsigned long long)c->sig.seq);
+    return dist__round_failure(c->g->comm, &r, local, c->what, where);
+  }
   if (dist__round_hash_differs(&r)) return mismatch(c);
   if (r.out[3] != 0) return exchange_mismatch(c); /* same on every rank: a sum */
   return DIST_SUCCESS;
