@@ -5,9 +5,9 @@
 #include <cufft.h>
 #include <stdlib.h>
 
-#include "cuda_libs.h"
+#include "mem/cuda_libs.h"
 #include "fft_internal.h"
-#include "memops.h"
+#include "mem/memops.h"
 
 typedef struct cufft_state {
   cufftHandle rows_fwd, rows_inv, cols, whole_fwd, whole_inv;

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "fft_internal.h"
-#include "memops.h"
+#include "mem/memops.h"
 
 #define WHAT "dist_fft_plan_create"
 #define CHUNK_BYTES (1 << 20) /* A chunk per row-transform pass: about half a core's L2 */

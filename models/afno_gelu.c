@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "afno_internal.h"
-#include "simd.h"
+#include "core/simd.h"
 
 /* e^x for x <= 0 (the only arguments here: -x^2/2). */
 static inline __attribute__((always_inline)) float exp_neg(float x) {

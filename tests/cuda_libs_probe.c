@@ -4,7 +4,7 @@
 #include <stdio.h>
 
 #include "config.h"
-#include "cuda_libs.h"
+#include "mem/cuda_libs.h"
 #include "distmgr.h"
 
 int main(void) {

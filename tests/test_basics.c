@@ -1,8 +1,8 @@
 /* Unit tests for the small pure pieces: status strings, the per-thread last
  * error, DIST_* settings, device choice and strict integer parsing. */
-#include "internal.h"
-#include "backend.h"
-#include "f16_loops.h"
+#include "core/internal.h"
+#include "backend/backend.h"
+#include "mem/f16_loops.h"
 #include <math.h>
 #include <mpi.h>
 
@@ -884,7 +884,7 @@ static CU_TestInfo log_tests[] = {
 
 /* ---- sizes that overflow (issue 18) ---------------------------------------- */
 
-#include "split.h" /* dist__split_init, dist__tensor_span, dist__mem_* */
+#include "mem/split.h" /* dist__split_init, dist__tensor_span, dist__mem_* */
 
 static const int64_t T40 = (int64_t)1 << 40;
 

@@ -16,7 +16,7 @@
 
 #include "cunit_main.h"
 #include "coll_values.h" /* groups, dtypes, seeded values */
-#include "fault.h"       /* dist__fault_site: one rank sends a malformed check word */
+#include "core/fault.h"       /* dist__fault_site: one rank sends a malformed check word */
 
 static int W, R;    /* world size and rank from MPI itself */
 static uint64_t seq; /* seed of the next check: the same sequence on every rank */

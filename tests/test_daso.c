@@ -32,8 +32,8 @@
 #include "cuda_mem.h"
 #include "cuda_skip.h"
 #include "cunit_main.h"
-#include "daso_internal.h" /* dist__daso_merge, dist__daso_pack: the arithmetic alone */
-#include "fault.h"         /* dist__fault_site: fail one pack on purpose */
+#include "reducer/daso_internal.h" /* dist__daso_merge, dist__daso_pack: the arithmetic alone */
+#include "core/fault.h"         /* dist__fault_site: fail one pack on purpose */
 
 static int W, R;        /* world size and rank */
 static int L, N;        /* ranks per node, nodes (this round) */

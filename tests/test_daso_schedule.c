@@ -1,4 +1,4 @@
-/* Unit tests of DASO's schedule (lib/daso_schedule.c: pure logic, no MPI).
+/* Unit tests of DASO's schedule (lib/reducer/daso_schedule.c: pure logic, no MPI).
  * Every expected table below was worked out by hand from the rules in
  * daso_schedule.h / reference reducers.md ("Heat DASO"): the plateau test,
  * epoch_loss_logic and step()/global_sync. */
@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "cunit_main.h"
-#include "daso_schedule.h"
+#include "reducer/daso_schedule.h"
 
 /* Defaults of dist_daso_options: total 40, warmup 4, cooldown 4, max 8, srf 2, lsf 4, 5%. */
 static void init_default(dist__daso_sched *s, int nsenders) {

@@ -29,7 +29,7 @@
 #include <string.h>
 
 #include "cuda_cases.h" /* memory kinds, device copies; cunit_mpi.h */
-#include "fault.h"      /* dist__fault_site: fail one copy on purpose */
+#include "core/fault.h"      /* dist__fault_site: fail one copy on purpose */
 
 static int W, R; /* world size and rank */
 

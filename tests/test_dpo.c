@@ -25,7 +25,7 @@
 #include <string.h>
 
 #include "cuda_cases.h" /* memory kinds, device copies; cunit_mpi.h */
-#include "fault.h"      /* dist__fault_site: fail one copy or step on purpose */
+#include "core/fault.h"      /* dist__fault_site: fail one copy or step on purpose */
 
 static int W, R; /* world size and rank */
 

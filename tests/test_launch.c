@@ -1,6 +1,6 @@
 /* Unit tests for launch detection: dist_launch_detect() on fake environments,
  * and the launch method names. Pure: no MPI call, no manager. */
-#include "internal.h"
+#include "core/internal.h"
 
 #include <string.h>
 

@@ -3,8 +3,8 @@
 #include <string.h>
 
 #include "cunit_main.h"
-#include "internal.h"
-#include "layout.h"
+#include "core/internal.h"
+#include "group/layout.h"
 
 /* Expect copy `copy` of layout `l` (the copy containing world rank
  * expected[0]) to be exactly `expected` in key order. */

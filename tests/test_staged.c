@@ -32,10 +32,10 @@ int main(void) { return cuda_skip_build("built without CUDA (no staged backend)"
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 #include "cunit_mpi.h"
-#include "fault.h"
-#include "state.h"
+#include "core/fault.h"
+#include "manager/state.h"
 
 #define N 1000
 

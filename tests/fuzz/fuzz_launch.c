@@ -1,4 +1,4 @@
-/* libFuzzer target for launch detection (lib/launch.c, lib/env.c).
+/* libFuzzer target for launch detection (lib/launch/launch.c, lib/core/env.c).
  *
  * The input becomes an environment (tests/fuzz/env_input.h: one "NAME=value"
  * per line). dist_launch_detect runs with every method, AUTO included. A
@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "distmgr.h"
-#include "internal.h"
+#include "core/internal.h"
 #include "env_input.h"
 
 typedef struct ref_vars {

@@ -6,7 +6,7 @@
  * the same tensors. Any violation aborts, so the fuzzer reports it.
  *
  * Build: clang -fsanitize=fuzzer,address -D_GNU_SOURCE -Iinclude -I<build>/include -Ilib -Imodels \
- *          tests/fuzz/fuzz_safetensors.c models/safetensors.c lib/status.c lib/log.c lib/tensor.c -ljansson -lm
+ *          tests/fuzz/fuzz_safetensors.c models/safetensors.c lib/core/status.c lib/core/log.c lib/mem/tensor.c -ljansson -lm
  * Seeds: any .safetensors files (e.g. those written by tests/test_safetensors). */
 #include <stdint.h>
 #include <stdlib.h>

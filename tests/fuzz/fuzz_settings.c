@@ -1,4 +1,4 @@
-/* libFuzzer target for the DIST_* settings (lib/settings.c, lib/env.c).
+/* libFuzzer target for the DIST_* settings (lib/manager/settings.c, lib/core/env.c).
  *
  * The input becomes an environment (tests/fuzz/env_input.h: one "NAME=value"
  * per line). dist__settings_read must either fail with DIST_ERR_SETTING, a
@@ -18,7 +18,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "internal.h"
+#include "core/internal.h"
 #include "env_input.h"
 
 /* An integer setting: the text is canonical and in [lo, hi]. */

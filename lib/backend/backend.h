@@ -1,0 +1,71 @@
+/* Communication backends: one ops table per engine.
+ *
+ * The collective layer validates arguments, upcasts 16-bit floats, packs
+ * strided chunks and then calls a backend on contiguous buffers with counts
+ * in elements of `dtype` (never bf16/f16 for reductions). A backend only
+ * moves and reduces bytes; adding one means writing a table and adding it to
+ * dist__backend_for(), without touching the callers.
+ *
+ * Operations with a `pending` argument are non-blocking when it is not NULL:
+ * they fill it and return once launched; the backend's wait/test complete it.
+ * With pending NULL they return when complete (for stream-ordered backends:
+ * once enqueued on the stream, which orders later work correctly). */
+#ifndef DISTMGR_BACKEND_H
+#define DISTMGR_BACKEND_H
+
+#include <stddef.h>
+
+#include "mem/dtype.h"
+#include "manager/state.h"
+
+typedef struct dist__pending {
+  MPI_Request mpi;
+  void *event;    /* cudaEvent_t of stream-ordered backends */
+  void *state;    /* backend-owned, released by wait/test on completion */
+} dist__pending;
+
+typedef struct dist__backend {
+  const char *name;
+  /* Can this backend reduce `dtype` with `op` itself? (DIST_AVG may be
+   * refused: the caller then sums and divides.) */
+  int (*can_reduce)(dist_dtype dtype, dist_reduce_op op);
+  dist_status (*all_reduce)(dist__group *g, const void *send, void *recv, size_t count, dist_dtype dtype,
+                            dist_reduce_op op, dist__pending *pending);
+  dist_status (*broadcast)(dist__group *g, void *buf, size_t count, dist_dtype dtype, int root);
+  dist_status (*reduce)(dist__group *g, const void *send, void *recv, size_t count, dist_dtype dtype,
+                        dist_reduce_op op, int root);
+  dist_status (*all_gather_v)(dist__group *g, const void *send, void *recv, const size_t *counts,
+                              const size_t *displs, dist_dtype dtype, dist__pending *pending);
+  /* recv gets the reduction of chunk `me` (counts[me] elements). */
+  dist_status (*reduce_scatter_v)(dist__group *g, const void *send, void *recv, const size_t *counts,
+                                  const size_t *displs, dist_dtype dtype, dist_reduce_op op);
+  dist_status (*gather_v)(dist__group *g, const void *send, void *recv, const size_t *counts, const size_t *displs,
+                          dist_dtype dtype, int root);
+  dist_status (*scatter_v)(dist__group *g, const void *send, void *recv, const size_t *counts, const size_t *displs,
+                           dist_dtype dtype, int root);
+  dist_status (*all_to_all_v)(dist__group *g, const void *send, const size_t *scounts, const size_t *sdispls,
+                              void *recv, const size_t *rcounts, const size_t *rdispls, dist_dtype dtype,
+                              dist__pending *pending);
+  dist_status (*barrier)(dist__group *g);
+  dist_status (*wait)(dist__pending *p);
+  dist_status (*test)(dist__pending *p, int *done);
+  /* Reductions this backend cannot do go here (NULL: none). */
+  const struct dist__backend *fallback;
+} dist__backend;
+
+extern const dist__backend dist__backend_mpi;
+#ifdef HAVE_CUDA
+extern const dist__backend dist__backend_staged; /* CUDA memory through host copies and MPI */
+#endif
+#ifdef HAVE_NCCL
+extern const dist__backend dist__backend_nccl;
+#endif
+
+/* The backend for tensors in `mem` on group g, of which this rank is a member
+ * (DIST_ERR_UNSUPPORTED if none). Local; the same on every member. */
+dist_status dist__backend_for(dist_memory mem, dist__group *g, const dist__backend **out);
+
+/* Release what backends keep per group (NCCL communicators). */
+void dist__backend_release_group(dist__group *g);
+
+#endif

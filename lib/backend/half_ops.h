@@ -1,0 +1,12 @@
+/* MPI reductions of 16-bit floats on the wire (compressed gradients, DASO's
+ * downcast parameters). */
+#ifndef DISTMGR_HALF_OPS_H
+#define DISTMGR_HALF_OPS_H
+
+#include "manager/state.h"
+
+/* A commutative MPI_Op summing MPI_UINT16_T buffers holding bf16 or f16. */
+dist_status dist__half_sum_op(dist_dtype t, MPI_Op *op);
+void dist__half_ops_free(void); /* at manager finalize */
+
+#endif

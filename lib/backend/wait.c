@@ -1,0 +1,110 @@
+/* Polled waits, the current call and the broken state (see wait.h). */
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend/board.h"
+#include "backend/faults.h"
+#include "backend/wait.h"
+
+int dist__wait_polled(void) { return dist__state.settings.timeout > 0; }
+
+extern char **environ;
+
+int dist__wait_yields(void) {
+#ifdef OPEN_MPI
+  return 0; /* Open MPI yields by itself when oversubscribed (mpi_yield_when_idle, see manager.c) */
+#else
+  /* MPICH's ch4 device busy-polls in every blocking call and has no setting
+   * to yield: with more ranks than cores, a waiting rank keeps the core its
+   * peer needs (3 ranks on 2 cores: the surrogate's dataset took minutes
+   * instead of seconds). Then distmgr waits itself and yields. */
+  static int known = -1;
+  if (known < 0) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    known = cores > 0 && dist__launch_node_tasks((const char *const *)environ, &dist__state.launch) > cores;
+  }
+  return known;
+#endif
+}
+
+void dist__call_enter(const char *what, dist__group *g) {
+  dist__manager *m = &dist__state;
+  m->cur.what = what;
+  m->cur.g = g;
+  m->cur.seq = g ? ++g->seq : 0;
+  if (g) dist__board_arrive(g);
+}
+
+dist_status dist__break(dist_status s) {
+  dist__manager *m = &dist__state;
+  if (!m->broken) {
+    m->broken = 1;
+    snprintf(m->broken_msg, sizeof m->broken_msg, "%s", dist_last_error());
+    dist__faults_announce(DIST__FAULT_BROKEN, NULL, m->broken_msg);
+  }
+  return s;
+}
+
+static dist_status timed_out(const char *call, double waited) {
+  const dist__current *c = &dist__state.cur;
+  char behind[1024];
+  dist__board_report(behind, sizeof behind);
+  if (c->g)
+    return dist__error(DIST_ERR_TIMEOUT,
+                       "%s on group '%s' (call #%llu) did not complete within DIST_TIMEOUT=%g s (waited %.1f s in "
+                       "%s); %s",
+                       c->what ? c->what : "?", c->g->name, (unsigned long long)c->seq, dist__state.settings.timeout,
+                       waited, call, behind);
+  return dist__error(DIST_ERR_TIMEOUT, "%s did not complete within DIST_TIMEOUT=%g s (waited %.1f s)", call,
+                     dist__state.settings.timeout, waited);
+}
+
+dist_status dist__wait(MPI_Request *r, const char *call, int kind) {
+  dist__manager *m = &dist__state;
+  int watch = m->initialized && m->size > 1 && (kind == DIST__WAIT_CONTROL || m->settings.timeout > 0);
+  double limit = m->settings.timeout;
+  int rc, yield = dist__wait_yields();
+  if (!watch && limit <= 0 && !yield) {
+    rc = MPI_Wait(r, MPI_STATUS_IGNORE);
+    return rc == MPI_SUCCESS ? DIST_SUCCESS : dist__mpi_error(rc, call);
+  }
+  /* Most control steps are done within a few tests: no clock, no board
+   * entry for them (the bookkeeping cost as much as the step itself). */
+  for (int i = 0; i < 32; i++) {
+    int done = 0;
+    rc = MPI_Test(r, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS || done) return rc == MPI_SUCCESS ? DIST_SUCCESS : dist__mpi_error(rc, call);
+  }
+  double t0 = MPI_Wtime();
+  dist__board_waiting(1);
+  for (unsigned spin = 1;; spin++) {
+    int done = 0;
+    rc = MPI_Test(r, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS || done) break;
+    if (spin % 64) continue;
+    dist_status s = watch ? dist__faults_check() : DIST_SUCCESS;
+    double t = MPI_Wtime() - t0;
+    if (!s && limit > 0 && t > limit) s = timed_out(call, t);
+    if (s) {
+      dist__board_waiting(0);
+      return dist__break(s); /* the request stays pending: its communicator is unusable */
+    }
+    /* Give the core away while waiting long: ranks may share cores. */
+    if (t > 0.05) nanosleep(&(struct timespec){0, 20000}, NULL);
+    else if (t > 1e-3 || yield) sched_yield();
+  }
+  dist__board_waiting(0);
+  return rc == MPI_SUCCESS ? DIST_SUCCESS : dist__mpi_error(rc, call);
+}
+
+dist_status dist__wait_posted(int rc, MPI_Request *r, const char *call, int kind) {
+  return rc == MPI_SUCCESS ? dist__wait(r, call, kind) : dist__mpi_error(rc, call);
+}
+
+dist_status dist__waitall(int n, MPI_Request *r, const char *call) {
+  for (int i = 0; i < n; i++) DIST_CHECK(dist__wait(&r[i], call, DIST__WAIT_DATA));
+  return DIST_SUCCESS;
+}

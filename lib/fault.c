@@ -1,5 +1,0 @@
-/* See fault.h. */
-#include "fault.h"
-
-const char *dist__fault_site = NULL;
-int dist__fault_skip = 0;

@@ -1,0 +1,182 @@
+/* Making rank-local outcomes collective, so that errors never turn into hangs.
+ *
+ * Every control exchange of the library (the verification round of a
+ * collective, the agreement points inside initialize, plans and reducers) is
+ * one and the same all-reduce of four words (dist__round_run), so two ranks that reached
+ * different control points pair up as a detectable mismatch instead of
+ * reading each other's words as garbage. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fault.h"
+#include "manager/state.h"
+#include "backend/wait.h"
+
+dist_status dist__mpi_error(int code, const char *call) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "MPI error %d", code);
+  return dist__error(DIST_ERR_MPI, "%s failed: %s", call, text);
+}
+
+/* Eight bytes per step: the signature of every verified call is hashed, and
+ * FNV-1a's byte-at-a-time chain of multiplies was a tenth of a small call's
+ * time. Only ranks of one build compare hashes, so the function is free to
+ * change between versions. */
+uint64_t dist__hash(uint64_t h, const void *data, size_t n) {
+  const unsigned char *p = data;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    memcpy(&w, p + i, 8);
+    h ^= w * 0x9E3779B97F4A7C15ULL;
+    h = ((h << 31) | (h >> 33)) * 0xBF58476D1CE4E5B9ULL;
+  }
+  for (; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL;
+  h ^= n;
+  h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ULL; /* splitmix64's finalizer */
+  h = (h ^ (h >> 27)) * 0x94D049BB133111EBULL;
+  return h ^ (h >> 31);
+}
+
+dist__round dist__round_init(MPI_Comm comm, dist_status local, uint64_t hash) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  dist__round r;
+  /* (failing code, lowest rank) in one word: MAX picks the most negative
+   * code, the lowest rank on ties. Hashes agree iff max(h) and max(~h) are
+   * this rank's own values. */
+  r.in[0] = local ? ((int64_t)(-(int64_t)local) << 32) | (int64_t)(0x7FFFFFFF - rank) : 0;
+  r.in[1] = local ? 0 : (int64_t)hash;
+  r.in[2] = local ? 0 : ~(int64_t)hash;
+  r.in[3] = 0;
+  if (dist__fault("round_word")) r.in[0] = 0x7fffdc8b4b60LL; /* tests: a word no rank could have sent */
+  return r;
+}
+
+/* The round is point-to-point, recursive doubling (MPICH's all-reduce
+ * schedule, with the usual fold for a group size that is not a power of 2):
+ * as interruptible as a non-blocking all-reduce (each step's requests are
+ * waited for by dist__wait, which the fault channel can end), at the cost of
+ * a blocking one: libnbc's MPI_Iallreduce took 2.5x MPI_Allreduce for these
+ * four words (bench/RESULTS.md, "bench/callcost"). Every round sends the same
+ * pattern on the group's communicator under one tag, so two ranks at
+ * different control points still pair up and see different hashes. */
+#define ROUND_TAG 0x0c0d
+
+/* MAX over (failure, hash, ~hash), SUM over the balance word: commutative,
+ * so every rank ends with the same words. */
+static void combine(int64_t *mine, const int64_t *theirs) {
+  for (int k = 0; k < 3; k++)
+    if (theirs[k] > mine[k]) mine[k] = theirs[k];
+  mine[3] = (int64_t)((uint64_t)mine[3] + (uint64_t)theirs[3]);
+}
+
+/* Send w[0..4) to `to` (if >= 0) and receive w[4..8) from `from` (if >= 0). */
+static dist_status step(MPI_Comm comm, int to, int from, int64_t *w, const char *call) {
+  MPI_Request q[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  int rc = MPI_SUCCESS;
+  if (from >= 0) rc = MPI_Irecv(w + 4, 4, MPI_INT64_T, from, ROUND_TAG, comm, &q[1]);
+  if (rc == MPI_SUCCESS && to >= 0) rc = MPI_Isend(w, 4, MPI_INT64_T, to, ROUND_TAG, comm, &q[0]);
+  if (rc != MPI_SUCCESS) return dist__mpi_error(rc, call); /* (a posted receive stays with the broken rank) */
+  for (int i = 0; i < 2; i++)
+    if (q[i] != MPI_REQUEST_NULL) DIST_CHECK(dist__wait(&q[i], call, DIST__WAIT_CONTROL));
+  return DIST_SUCCESS;
+}
+
+dist_status dist__round_run(MPI_Comm comm, dist__round *r, const char *call) {
+  int P = 1, me = 0;
+  MPI_Comm_size(comm, &P);
+  MPI_Comm_rank(comm, &me);
+  /* A wait that gives up (a peer's fault, DIST_TIMEOUT) leaves its requests
+   * to MPI, which may still write into them later (the exit-time flush): the
+   * words live on the heap, and stay there then, not in the caller's frame. */
+  int64_t *w = malloc(8 * sizeof *w);
+  if (!w) return dist__error(DIST_ERR_NO_MEMORY, "%s: control words", call);
+  memcpy(w, r->in, sizeof r->in);
+  int pof2 = 1;
+  while (pof2 * 2 <= P) pof2 *= 2;
+  int rem = P - pof2, vrank; /* ranks below 2*rem pair up first: the odd one goes on for both */
+  dist_status s = DIST_SUCCESS;
+  if (me < 2 * rem && me % 2 == 0) {
+    s = step(comm, me + 1, -1, w, call);
+    vrank = -1;
+  } else if (me < 2 * rem) {
+    s = step(comm, -1, me - 1, w, call);
+    if (!s) combine(w, w + 4);
+    vrank = me / 2;
+  } else {
+    vrank = me - rem;
+  }
+  for (int mask = 1; !s && vrank >= 0 && mask < pof2; mask <<= 1) {
+    int vpeer = vrank ^ mask, peer = vpeer < rem ? vpeer * 2 + 1 : vpeer + rem;
+    s = step(comm, peer, peer, w, call);
+    if (!s) combine(w, w + 4);
+  }
+  if (!s && me < 2 * rem) { /* the result back to the even partner */
+    if (me % 2) s = step(comm, me - 1, -1, w, call);
+    else if (!(s = step(comm, -1, me + 1, w, call))) memcpy(w, w + 4, 4 * sizeof *w);
+  }
+  if (s) return s; /* w belongs to the abandoned requests */
+  memcpy(r->out, w, sizeof r->out);
+  free(w);
+  return DIST_SUCCESS;
+}
+
+dist_status dist__round_failure(MPI_Comm comm, const dist__round *r, dist_status local, const char *what,
+                                const char *where) {
+  if (!r->out[0]) return DIST_SUCCESS;
+  int size = 1;
+  MPI_Comm_size(comm, &size);
+  long code = -(long)(r->out[0] >> 32);
+  long who = 0x7FFFFFFF - (long)(r->out[0] & 0xFFFFFFFF);
+  int valid = code < 0 && dist__status_valid(code) && who >= 0 && who < size;
+  if (local) { /* this rank's own message, under the code every rank returns */
+    if (!valid || code == local) return local;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", dist_last_error());
+    return dist__error((dist_status)code, "%s", msg);
+  }
+  if (!valid)
+    return dist__error(DIST_ERR_MISMATCH,
+                       "%s%s: a rank sent a malformed check word (%#llx): ranks are in different calls or run "
+                       "different distmgr builds",
+                       what, where, (unsigned long long)r->out[0]);
+  return dist__error((dist_status)code, "%s%s failed on rank %ld: %s; see that rank's message", what, where, who,
+                     dist_status_string((dist_status)code));
+}
+
+int dist__round_hash_differs(const dist__round *r) { return r->out[1] != r->in[1] || r->out[2] != r->in[2]; }
+
+static uint64_t hash_str(const char *s) { return dist__hash(DIST__HASH_SEED, s, strlen(s) + 1); }
+
+/* One round on `comm`; *differs: the hashes disagree (no rank failed). */
+static dist_status agree_round(MPI_Comm comm, dist_status mine, uint64_t hash, const char *what, int *differs) {
+  int size = 1;
+  *differs = 0;
+  MPI_Comm_size(comm, &size);
+  if (size == 1) return mine;
+  /* The point's name enters the hash: two different agreement points never pair silently. */
+  dist__round r = dist__round_init(comm, mine, hash ^ hash_str(what));
+  dist_status s = dist__round_run(comm, &r, what);
+  if (!s) s = dist__round_failure(comm, &r, mine, what, "");
+  if (!s) *differs = dist__round_hash_differs(&r);
+  return s;
+}
+
+dist_status dist__agree(MPI_Comm comm, dist_status mine, const char *what) {
+  int differs;
+  dist_status s = agree_round(comm, mine, 0, what, &differs);
+  if (differs)
+    return dist__error(DIST_ERR_MISMATCH,
+                       "%s: the ranks reached different points of the program (a call skipped or added on some "
+                       "rank)",
+                       what);
+  return s;
+}
+
+dist_status dist__agree_status_hash(MPI_Comm comm, dist_status mine, uint64_t hash, const char *what, int *differs) {
+  dist_status s = agree_round(comm, mine, hash, what, differs);
+  return *differs ? DIST_ERR_MISMATCH : s; /* the caller names what differs */
+}

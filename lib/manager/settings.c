@@ -1,0 +1,225 @@
+/* The DIST_* settings: one table of name, default, doc and parser. */
+#include "core/internal.h"
+
+#include <ctype.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+typedef dist_status (*setting_parser)(const char *name, const char *value, dist__settings *s);
+
+static dist_status parse_method(const char *name, const char *value, dist__settings *s) {
+  if (dist_launch_method_parse(value, &s->init_method) != DIST_SUCCESS)
+    return dist__error(DIST_ERR_SETTING, "%s='%s' is not a launch method (AUTO, SINGLE, ENV, SLURM, OPENMPI, MPICH)",
+                       name, value);
+  return DIST_SUCCESS;
+}
+
+static dist_status parse_log_level(const char *name, const char *value, dist__settings *s) {
+  static const char *const levels[] = {"none", "error", "warn", "info", "debug"};
+  for (int i = 0; i < 5; i++)
+    if (strcasecmp(value, levels[i]) == 0) {
+      s->log_level = (dist_log_level)i;
+      return DIST_SUCCESS;
+    }
+  int n;
+  if (dist__parse_int(DIST_ERR_SETTING, name, value, 0, 4, "levels", &n))
+    return dist__error(DIST_ERR_SETTING, "%s='%s' is not a log level (none, error, warn, info, debug or 0-4)", name,
+                       value);
+  s->log_level = (dist_log_level)n;
+  return DIST_SUCCESS;
+}
+
+static dist_status parse_device(const char *name, const char *value, dist__settings *s) {
+  if (strcasecmp(value, "auto") == 0) s->device = DIST__DEVICE_AUTO;
+  else if (strcasecmp(value, "cpu") == 0) s->device = DIST__DEVICE_CPU;
+  else if (strcasecmp(value, "cuda") == 0) s->device = DIST__DEVICE_CUDA;
+  else return dist__parse_int(DIST_ERR_SETTING, name, value, 0, 1023, "expected auto, cpu, cuda or a CUDA device index", &s->device);
+  return DIST_SUCCESS;
+}
+
+static dist_status parse_ranks_per_node(const char *name, const char *value, dist__settings *s) {
+  return dist__parse_int(DIST_ERR_SETTING, name, value, 0, 1 << 20, "0 means: ask MPI which ranks share memory",
+                         &s->ranks_per_node);
+}
+
+static dist_status parse_port(const char *name, const char *value, dist__settings *s) {
+  return dist__parse_int(DIST_ERR_SETTING, name, value, 1, 65535, "a TCP port", &s->master_port);
+}
+
+static dist_status parse_verify(const char *name, const char *value, dist__settings *s) {
+  return dist__parse_int(DIST_ERR_SETTING, name, value, 0, 1, "1 = check arguments across ranks, 0 = skip",
+                         &s->verify);
+}
+
+static dist_status parse_cuda_backend(const char *name, const char *value, dist__settings *s) {
+  static const char *const names[] = {"auto", "nccl", "staged"};
+  for (int i = 0; i < 3; i++)
+    if (strcasecmp(value, names[i]) == 0) {
+      s->cuda_backend = i;
+      return DIST_SUCCESS;
+    }
+  return dist__error(DIST_ERR_SETTING, "%s='%s' is not a CUDA backend (auto, nccl or staged)", name, value);
+}
+
+static dist_status parse_nb_allreduce_min(const char *name, const char *value, dist__settings *s) {
+  int n;
+  if (strcasecmp(value, "auto") == 0) s->nb_allreduce_min = DIST__NB_AUTO;
+  else if (strcasecmp(value, "off") == 0) s->nb_allreduce_min = DIST__NB_OFF;
+  else {
+    DIST_CHECK(dist__parse_int(DIST_ERR_SETTING, name, value, 1, INT_MAX, "expected auto, off or a byte count", &n));
+    s->nb_allreduce_min = n;
+  }
+  return DIST_SUCCESS;
+}
+
+static dist_status parse_timeout(const char *name, const char *value, dist__settings *s) {
+  char *end = NULL;
+  /* Plain decimal seconds ("2", "0.5"); strtod alone would take hex and exponents. */
+  double t = value[0] >= '0' && value[0] <= '9' && strspn(value, "0123456789.") == strlen(value) ? strtod(value, &end) : -1;
+  if (strcasecmp(value, "off") == 0) t = 0, end = (char *)value + 3;
+  if (!end || *end || t < 0 || t > 1e6)
+    return dist__error(DIST_ERR_SETTING, "%s='%s' is not a timeout (seconds from 0 to 1e6, or off)", name, value);
+  s->timeout = t;
+  return DIST_SUCCESS;
+}
+
+static const struct {
+  dist_setting_info info;
+  setting_parser parse;
+} TABLE[] = {
+    {{"DIST_INIT_METHOD", "AUTO",
+      "launch method: AUTO (detect), SINGLE, ENV (torchrun), SLURM, OPENMPI or MPICH"},
+     parse_method},
+    {{"DIST_LOG_LEVEL", "warn", "log threshold: none, error, warn, info or debug (or 0-4)"}, parse_log_level},
+    {{"DIST_DEVICE", "auto",
+      "device: auto (local rank mod visible CUDA devices; CPU if none, with a warning when GPUs were allocated), "
+      "cuda (as auto, but no usable GPU is an error), cpu, or a CUDA device index"},
+     parse_device},
+    {{"DIST_RANKS_PER_NODE", "0",
+      "treat each N consecutive world ranks as one node (simulated nodes); 0 = real nodes from MPI shared memory"},
+     parse_ranks_per_node},
+    {{"DIST_MASTER_PORT", "12355", "master port reported when the launcher sets no MASTER_PORT"}, parse_port},
+    {{"DIST_VERIFY", "1",
+      "1: every collective first agrees across ranks that all arguments are valid and match (errors, not hangs); "
+      "0: skip that small all-reduce"},
+     parse_verify},
+    {{"DIST_CUDA_BACKEND", "auto", "device-memory collectives: auto (NCCL if built with it; staged for a group with two ranks on one GPU), nccl, or staged "
+      "(copied through host memory and MPI)"},
+     parse_cuda_backend},
+    {{"DIST_NB_ALLREDUCE_MIN", "auto",
+      "blocking host all-reduces of at least this many bytes run as MPI_Iallreduce + MPI_Wait: auto (1 MiB with "
+      "Open MPI when libnbc's all-reduce is Rabenseifner or ring, which distmgr sets by default; else off), off, "
+      "or a byte count"},
+     parse_nb_allreduce_min},
+    {{"DIST_TIMEOUT", "off",
+      "seconds a collective, wait or group creation may take before it fails on every live rank, naming the "
+      "ranks that did not arrive; off (0) = wait forever"},
+     parse_timeout},
+};
+#define NSETTINGS ((int)(sizeof TABLE / sizeof TABLE[0]))
+
+int dist_settings_count(void) { return NSETTINGS; }
+
+const dist_setting_info *dist_settings_get(int i) { return i >= 0 && i < NSETTINGS ? &TABLE[i].info : NULL; }
+
+dist_status dist__settings_read(const char *const *env, dist__settings *out) {
+  dist__settings s;
+  /* Defaults go through the same parsers as user values. */
+  for (int i = 0; i < NSETTINGS; i++)
+    if (TABLE[i].parse(TABLE[i].info.name, TABLE[i].info.default_value, &s) != DIST_SUCCESS)
+      return dist__error(DIST_ERR_INTERNAL, "default of %s does not parse", TABLE[i].info.name);
+  for (int i = 0; i < NSETTINGS; i++) {
+    const char *v = dist__env_get(env, TABLE[i].info.name);
+    if (v) DIST_CHECK(TABLE[i].parse(TABLE[i].info.name, v, &s));
+  }
+  *out = s;
+  return DIST_SUCCESS;
+}
+
+/* Edit distance between a[0..la) and b[0..lb): insertions, deletions,
+ * substitutions and swaps of neighbours ("VERFIY"), letters compared without
+ * case. Names longer than 63 characters are too far from every setting. */
+#define NAME_MAX_CMP 63
+static int distance(const char *a, size_t la, const char *b, size_t lb) {
+  if (la > NAME_MAX_CMP || lb > NAME_MAX_CMP) return INT_MAX;
+  int rows[3][NAME_MAX_CMP + 1], *prev2 = rows[0], *prev = rows[1], *cur = rows[2];
+  for (size_t j = 0; j <= lb; j++) prev[j] = (int)j;
+  for (size_t i = 1; i <= la; i++) {
+    cur[0] = (int)i;
+    for (size_t j = 1; j <= lb; j++) {
+      int ca = toupper((unsigned char)a[i - 1]), cb = toupper((unsigned char)b[j - 1]);
+      int d = prev[j - 1] + (ca != cb);
+      if (prev[j] + 1 < d) d = prev[j] + 1;
+      if (cur[j - 1] + 1 < d) d = cur[j - 1] + 1;
+      if (i > 1 && j > 1 && ca == toupper((unsigned char)b[j - 2]) && toupper((unsigned char)a[i - 2]) == cb &&
+          prev2[j - 2] + 1 < d)
+        d = prev2[j - 2] + 1;
+      cur[j] = d;
+    }
+    int *t = prev2;
+    prev2 = prev;
+    prev = cur;
+    cur = t;
+  }
+  return prev[lb];
+}
+
+/* Closest setting to name[0..len) within distance 3: its index, or -1. */
+#define CLOSE_ENOUGH 3
+static int closest(const char *name, size_t len, int *dist) {
+  int best = -1, bestd = CLOSE_ENOUGH + 1;
+  for (int i = 0; i < NSETTINGS; i++) {
+    size_t lt = strlen(TABLE[i].info.name);
+    if ((len > lt ? len - lt : lt - len) > CLOSE_ENOUGH) continue;
+    int d = distance(name, len, TABLE[i].info.name, lt);
+    if (d < bestd) best = i, bestd = d;
+  }
+  *dist = bestd;
+  return best;
+}
+
+int dist__settings_closest(const char *name, char *out, size_t n) {
+  int d, i = name ? closest(name, strlen(name), &d) : -1;
+  if (out && n) snprintf(out, n, "%s", i >= 0 ? TABLE[i].info.name : "");
+  return i >= 0 ? d : -1;
+}
+
+void dist__settings_warn_unknown(const char *const *env) {
+  for (; env && *env; env++) {
+    const char *e = *env, *eq = strchr(e, '=');
+    if (strncmp(e, "DIST_", 5) != 0 || !eq) continue;
+    size_t len = (size_t)(eq - e);
+    int known = 0;
+    for (int i = 0; i < NSETTINGS && !known; i++)
+      known = strlen(TABLE[i].info.name) == len && strncmp(TABLE[i].info.name, e, len) == 0;
+    if (known) continue;
+    /* The name as printed: at most 64 characters, unprintable ones as '?'. */
+    char name[NAME_MAX_CMP + 2];
+    size_t k = 0;
+    for (; k < len && k <= NAME_MAX_CMP; k++) name[k] = e[k] > 32 && e[k] < 127 ? e[k] : '?';
+    name[k] = '\0';
+    int d, i = closest(e, len, &d);
+    if (i >= 0) {
+      dist_log(DIST_LOG_WARN, "%s%s is not a distmgr setting (did you mean %s?); see dist_settings_print", name,
+               k < len ? "..." : "", TABLE[i].info.name);
+    } else {
+      char list[512];
+      size_t o = 0;
+      for (int j = 0; j < NSETTINGS && o < sizeof list; j++)
+        o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", j ? ", " : "", TABLE[j].info.name);
+      dist_log(DIST_LOG_WARN, "%s%s is not a distmgr setting (known settings: %s); see dist_settings_print", name,
+               k < len ? "..." : "", list);
+    }
+  }
+}
+
+void dist_settings_print(FILE *out) {
+  fprintf(out, "%-20s %-8s %-10s %s\n", "setting", "default", "value", "meaning");
+  for (int i = 0; i < NSETTINGS; i++) {
+    const char *v = getenv(TABLE[i].info.name);
+    fprintf(out, "%-20s %-8s %-10s %s\n", TABLE[i].info.name, TABLE[i].info.default_value, v ? v : "(unset)",
+            TABLE[i].info.doc);
+  }
+}
