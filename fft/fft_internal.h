@@ -15,7 +15,7 @@
 #define DISTMGR_FFT_INTERNAL_H
 
 #include "distmgr/fft.h"
-#include "coll/coll_call.h"
+#include "manager/coll_call.h"
 
 #include "fft_box.h"
 

@@ -96,8 +96,9 @@ def engine_findings(src, files):
     return found
 
 
-def objects(build):
-    """Each lib/fft object of the library (libtool's PIC copies), by source name."""
+def objects(build, src):
+    """Each lib/fft object of the library (libtool's PIC copies), by source
+    name; objects of sources that moved or went away are left out."""
     objs = {}
     for top in ("lib", "fft"):
         for root, _, files in os.walk(os.path.join(build, top)):
@@ -107,8 +108,9 @@ def objects(build):
             if rel == "lib":
                 continue  # lib/.libs holds the library itself (and stale objects of old layouts)
             for f in files:
-                if f.endswith(".o"):
-                    objs[f"{rel}/{f[:-2]}"] = os.path.join(root, f)
+                name = f"{rel}/{f[:-2]}"
+                if f.endswith(".o") and any(os.path.exists(os.path.join(src, name + e)) for e in (".c", ".cu", ".cpp")):
+                    objs[name] = os.path.join(root, f)
     return objs
 
 
@@ -123,8 +125,8 @@ def symbols(path):
     return defined, used
 
 
-def circles(build):
-    objs = objects(build)
+def circles(build, src):
+    objs = objects(build, src)
     if not objs:
         return None
     table = {name: symbols(path) for name, path in objs.items()}
@@ -197,7 +199,7 @@ def main():
     build = args[1] if len(args) > 1 else None
     files = sources(src)
     found = include_findings(src, files) + engine_findings(src, files)
-    circ = circles(build) if build else None
+    circ = circles(build, src) if build else None
     if circ is None:
         print("layers: no built objects: the call and circle rules are not checked")
     else:
@@ -210,7 +212,7 @@ def main():
     if circ is None:
         known = [k for k in known if not k.startswith(("call ", "circle "))]
     else:  # a build without CUDA lacks some objects: their findings cannot occur
-        built = set(objects(build))
+        built = set(objects(build, src))
         known = [k for k in (fit_build(k, built) for k in known) if k]
     new = [f for f in found if f not in known]
     gone = [k for k in known if k not in found]

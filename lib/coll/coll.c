@@ -3,11 +3,6 @@
 
 #include "coll/coll_internal.h"
 
-const char *dist_reduce_op_name(dist_reduce_op op) {
-  static const char *const names[] = {"sum", "avg", "max", "min", "prod"};
-  return (unsigned)op < DIST_REDUCE_OP_COUNT ? names[op] : "unknown";
-}
-
 /* Reduce n elements of `buf` in place (root < 0: all-reduce, else to root):
  * 16-bit floats go through an f32 copy, avg becomes sum and divide where the
  * backend has no avg. With req, non-blocking (all-reduce only). */

@@ -4,7 +4,7 @@
 #ifndef DISTMGR_COLL_OP_H
 #define DISTMGR_COLL_OP_H
 
-#include "coll/coll_call.h"
+#include "manager/coll_call.h"
 #include "mem/split.h"
 
 /* Set field by field in dist__post_init: a new field must be added there. */

@@ -1,6 +1,7 @@
 /* Device assignment. The choice is a pure function; only counting and
  * selecting CUDA devices touches the runtime. */
 #include "core/internal.h"
+#include "core/hash.h"
 #include "manager/state.h"
 
 #include <stdio.h>

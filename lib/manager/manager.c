@@ -8,7 +8,7 @@
 
 
 #include "backend/board.h"
-#include "coll/coll_call.h"
+#include "manager/coll_call.h"
 #include "backend/faults.h"
 #include "backend/half_ops.h"
 #include "backend/wait.h"

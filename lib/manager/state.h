@@ -7,6 +7,7 @@
 
 #include "distmgr/mpi.h"
 #include "core/internal.h"
+#include "core/hash.h"
 #include "group/layout.h"
 
 typedef struct dist__group {
@@ -80,7 +81,6 @@ dist_status dist__agree(MPI_Comm comm, dist_status mine, const char *what);
  * caller writes one naming what differs. A rank that failed with
  * DIST_ERR_MISMATCH of its own leaves *differs 0. */
 dist_status dist__agree_status_hash(MPI_Comm comm, dist_status mine, uint64_t hash, const char *what, int *differs);
-uint64_t dist__hash(uint64_t h, const void *data, size_t n);
 
 /* The one control round behind all of the above and the verification of
  * collectives: an all-reduce of four words (failure, hash, ~hash, balance) by
@@ -96,7 +96,6 @@ dist_status dist__round_run(MPI_Comm comm, dist__round *r, const char *call);
 dist_status dist__round_failure(MPI_Comm comm, const dist__round *r, dist_status local, const char *what,
                                 const char *where);
 int dist__round_hash_differs(const dist__round *r);
-#define DIST__HASH_SEED 1469598103934665603ULL
 
 /* Launches that cannot work (launch_advice.c): the message for torchrun's
  * processes, and the check of the launcher's rank and size against

@@ -121,3 +121,8 @@ uint16_t dist_f32_to_f16(float f) {
   if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) h++; /* may carry into the exponent: correct */
   return (uint16_t)(sign | h);
 }
+
+const char *dist_reduce_op_name(dist_reduce_op op) {
+  static const char *const names[] = {"sum", "avg", "max", "min", "prod"};
+  return (unsigned)op < DIST_REDUCE_OP_COUNT ? names[op] : "unknown";
+}

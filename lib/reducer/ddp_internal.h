@@ -66,6 +66,8 @@ dist_status dist__ddp_assign(dist_ddp *d, const int *order); /* sets nb, b, buck
 dist_status dist__ddp_alloc_buffers(dist_ddp *d);           /* and d->be */
 void dist__ddp_free_buckets(dist__bucket *b, int nb);
 dist_status dist__ddp_sync_memory(const dist_ddp *d);
+/* Gradients as views into their buckets (1) or back into their own memory (0). */
+dist_status dist__ddp_move_grads(dist_ddp *d, int into_bucket);
 /* ddp_rebuild.c: collective, at the end of every synchronised finalize while
  * d->rebuild_pending; clears it once rank 0 marked something */
 void dist__ddp_rebuild(dist_ddp *d);

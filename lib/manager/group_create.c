@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll/coll_call.h"
+#include "manager/coll_call.h"
 
 #define TREE_MAX_NODES 1024
 #define TREE_MAX_DEPTH 32

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll/coll_call.h"
+#include "manager/coll_call.h"
 #include "backend/faults.h"
 #include "backend/wait.h"
 
