@@ -24,7 +24,7 @@ dist_status dist__call_lookup(dist__call *c, const char *what, const char *group
   c->what = what;
   DIST_CHECK(dist__require_initialized(what));
   if (dist__group_find(group, &c->g)) return dist__error_context(DIST_ERR_UNKNOWN_GROUP, "%s", what);
-  if (c->g->comm == MPI_COMM_NULL)
+  if (c->g->rank < 0)
     return dist__error(DIST_ERR_NOT_MEMBER, "%s: this rank is not a member of group '%s'", what, c->g->name);
   return DIST_SUCCESS;
 }
