@@ -2,6 +2,7 @@
  * error, DIST_* settings, device choice and strict integer parsing. */
 #include "core/internal.h"
 #include "backend/backend.h"
+#include "manager/state.h" /* dist__device_notes and the start-up table */
 #include "mem/f16_loops.h"
 #include <math.h>
 #include <mpi.h>

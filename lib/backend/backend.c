@@ -16,10 +16,10 @@ static dist_status cuda_backend(dist__group *g, const dist__backend **out) {
     const int built_nccl = 0;
 #endif
     int a = -1, b = -1, which = 0;
-    int shared = g->members && dist__state.device_keys &&
-                 dist__device_shared(dist__state.device_keys, g->members, g->size, &a, &b);
-    DIST_CHECK(dist__cuda_backend_pick(dist__state.settings.cuda_backend, built_nccl, shared, g->name, a, b, &which));
-    if (shared && which == DIST__CUDA_STAGED && dist__state.settings.cuda_backend == DIST__CUDA_AUTO)
+    int shared = g->members && dist__engine.device_keys &&
+                 dist__device_shared(dist__engine.device_keys, g->members, g->size, &a, &b);
+    DIST_CHECK(dist__cuda_backend_pick(dist__engine.cuda_backend, built_nccl, shared, g->name, a, b, &which));
+    if (shared && which == DIST__CUDA_STAGED && dist__engine.cuda_backend == DIST__CUDA_AUTO)
       dist_log(DIST_LOG_INFO, "group '%s': world ranks %d and %d drive the same GPU; its device collectives go "
                "through host memory and MPI (staged), since NCCL refuses two ranks on one GPU", g->name, a, b);
     g->cuda_backend = which;

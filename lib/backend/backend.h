@@ -16,7 +16,8 @@
 #include <stddef.h>
 
 #include "mem/dtype.h"
-#include "manager/state.h"
+#include "backend/engine.h"
+#include "backend/agree.h"
 
 typedef struct dist__pending {
   MPI_Request mpi;

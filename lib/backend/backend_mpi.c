@@ -71,7 +71,7 @@ static dist_status int_arrays(int n, int k, const size_t *const *in, int *small,
 /* v came from INT_ARRAYS with `small`: freed unless it is small or a
  * broken wait left it to MPI. */
 static void int_arrays_free(int *v, const int *small) {
-  if (v != small && !dist__state.broken) free(v);
+  if (v != small && !dist__engine.broken) free(v);
 }
 
 static dist_status done(int rc, const char *call) { return rc == MPI_SUCCESS ? DIST_SUCCESS : dist__mpi_error(rc, call); }
@@ -93,7 +93,7 @@ static dist_status all_reduce(dist__group *g, const void *send, void *recv, size
   int n = 0;
   DIST_CHECK(count_int(count, &n));
   const void *s = send == recv ? MPI_IN_PLACE : send;
-  if (!p && count * dist_dtype_size(t) >= dist__state.nb_allreduce_min) {
+  if (!p && count * dist_dtype_size(t) >= dist__engine.nb_allreduce_min) {
     /* Large: libnbc's Rabenseifner beats the blocking path's choice (manager.c). */
     MPI_Request r;
     return waited(MPI_Iallreduce(s, recv, n, mpi_type(t), mpi_op(op), g->comm, &r), &r, "MPI_Iallreduce");
@@ -195,7 +195,7 @@ static dist_status barrier(dist__group *g) {
 
 static dist_status wait(dist__pending *p) {
   dist_status s = dist__wait(&p->mpi, "MPI_Wait", DIST__WAIT_DATA);
-  if (s && dist__state.broken) return s; /* the request may still use its count arrays */
+  if (s && dist__engine.broken) return s; /* the request may still use its count arrays */
   free(p->state);
   p->state = NULL;
   return s;

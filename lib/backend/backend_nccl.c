@@ -57,7 +57,7 @@ void dist__nccl_release(dist__group *g) {
 static dist_status watched(dist__group *g, ncclComm_t comm, const char *call) {
   if (!dist__wait_polled()) return DIST_SUCCESS;
   cudaStream_t st = dist__cuda_stream();
-  double t0 = MPI_Wtime(), limit = dist__state.settings.timeout;
+  double t0 = MPI_Wtime(), limit = dist__engine.timeout;
   for (;;) {
     cudaError_t q = cudaStreamQuery(st);
     if (q == cudaSuccess) return DIST_SUCCESS;
@@ -75,7 +75,7 @@ static dist_status watched(dist__group *g, ncclComm_t comm, const char *call) {
       s = dist__error(DIST_ERR_TIMEOUT,
                       "%s on group '%s' (call #%llu) did not complete within DIST_TIMEOUT=%g s (waited %.1f s for "
                       "its stream); %s",
-                      call, g->name, (unsigned long long)dist__state.cur.seq, limit, t, behind);
+                      call, g->name, (unsigned long long)dist__engine.cur.seq, limit, t, behind);
     }
     if (s) {
       ncclCommAbort(comm);

@@ -26,11 +26,10 @@ typedef struct board {
  * MPI_Rget of a window from MPI_Win_allocate reads zeros for some ranks
  * (pmodels/mpich#6110), which made ranks that had arrived look absent. */
 dist_status dist__board_open(void) {
-  dist__manager *m = &dist__state;
-  if (m->settings.timeout <= 0 || m->size == 1) return DIST_SUCCESS;
+  if (dist__engine.timeout <= 0 || dist__groups.size == 1) return DIST_SUCCESS;
   board *b = calloc(1, sizeof *b);
   entry *mine = calloc(1, sizeof *mine);
-  int rc = b && mine ? MPI_Win_create(mine, (MPI_Aint)sizeof *mine, 1, MPI_INFO_NULL, m->world, &b->win) : MPI_ERR_NO_MEM;
+  int rc = b && mine ? MPI_Win_create(mine, (MPI_Aint)sizeof *mine, 1, MPI_INFO_NULL, dist__groups.world, &b->win) : MPI_ERR_NO_MEM;
   if (rc == MPI_SUCCESS) {
     b->mine = mine;
     b->mine->group = -1;
@@ -38,18 +37,17 @@ dist_status dist__board_open(void) {
     rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, b->win);
   }
   dist_status s = rc == MPI_SUCCESS ? DIST_SUCCESS : dist__mpi_error(rc, "MPI_Win_create (progress board)");
-  s = dist__agree(m->world, s, "opening the progress board for DIST_TIMEOUT");
   if (s) {
     free(b);
     if (rc != MPI_SUCCESS) free(mine); /* else a window still exposes it (not freed: not collective here) */
     return s;
   }
-  m->board = b;
+  dist__engine.board = b;
   return DIST_SUCCESS;
 }
 
 void dist__board_close(int collective) {
-  board *b = dist__state.board;
+  board *b = dist__engine.board;
   if (!b) return;
   /* Freeing the window is collective: only on the orderly path. */
   if (collective) {
@@ -58,28 +56,28 @@ void dist__board_close(int collective) {
     free((void *)b->mine);
   } /* else the window stays, and its memory with it: peers may still read it */
   free(b);
-  dist__state.board = NULL;
+  dist__engine.board = NULL;
 }
 
 void dist__board_arrive(const dist__group *g) {
-  board *b = dist__state.board;
+  board *b = dist__engine.board;
   if (!b) return;
   if (g->index < GROUPS) b->mine->arrived[g->index] = g->seq;
   b->mine->group = g->index;
   b->mine->seq = g->seq;
-  snprintf((char *)b->mine->what, sizeof b->mine->what, "%s", dist__state.cur.what ? dist__state.cur.what : "");
+  snprintf((char *)b->mine->what, sizeof b->mine->what, "%s", dist__engine.cur.what ? dist__engine.cur.what : "");
   __atomic_thread_fence(__ATOMIC_RELEASE);
 }
 
 void dist__board_waiting(int on) {
-  board *b = dist__state.board;
+  board *b = dist__engine.board;
   if (!b) return;
   b->mine->waiting = on;
   __atomic_thread_fence(__ATOMIC_RELEASE);
 }
 
 static const char *group_name(int64_t index) {
-  return index >= 0 && index < dist__state.ngroups ? dist__state.groups[index]->name : "?";
+  return index >= 0 && index < dist__groups.ngroups ? dist__groups.groups[index]->name : "?";
 }
 
 /* "rank 3 (at call #4; now waiting in dist_barrier on 'model', call #2)". */
@@ -98,9 +96,8 @@ static size_t describe(const entry *e, int rank, int answered, const dist__group
 }
 
 void dist__board_report(char *buf, size_t n) {
-  dist__manager *m = &dist__state;
-  board *b = m->board;
-  const dist__current *c = &m->cur;
+  board *b = dist__engine.board;
+  const dist__current *c = &dist__engine.cur;
   buf[0] = 0;
   if (!c->g || !c->g->members) return;
   if (!b) {
@@ -118,7 +115,7 @@ void dist__board_report(char *buf, size_t n) {
   }
   for (int i = 0; i < P; i++) {
     q[i] = MPI_REQUEST_NULL;
-    if (c->g->members[i] == m->rank) continue;
+    if (c->g->members[i] == dist__groups.rank) continue;
     if (MPI_Rget(&peers[i], (int)sizeof(entry), MPI_BYTE, c->g->members[i], 0, (int)sizeof(entry), MPI_BYTE, b->win,
                  &q[i]) == MPI_SUCCESS)
       pending++;
@@ -134,7 +131,7 @@ void dist__board_report(char *buf, size_t n) {
   int behind = 0;
   for (int i = 0; i < P && k < n; i++) {
     int r = c->g->members[i];
-    if (r == m->rank) continue;
+    if (r == dist__groups.rank) continue;
     uint64_t at = c->g->index < GROUPS ? peers[i].arrived[c->g->index] : 0;
     if (got[i] && at >= c->seq) continue; /* it arrived: waiting for someone else, like us */
     k += (size_t)snprintf(buf + k, n - k, behind++ ? "; " : " ");

@@ -8,9 +8,10 @@
 
 #include <stddef.h>
 
-#include "manager/state.h"
+#include "backend/engine.h"
+#include "backend/agree.h"
 
-dist_status dist__board_open(void); /* collective over the world; a no-op without DIST_TIMEOUT */
+dist_status dist__board_open(void); /* collective over the world (a no-op without DIST_TIMEOUT); local outcome: the caller agrees */
 void dist__board_close(int collective);
 void dist__board_arrive(const dist__group *g);
 void dist__board_waiting(int on);

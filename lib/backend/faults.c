@@ -25,7 +25,7 @@ static int nout;
 static notice **inbox;        /* [world rank * TYPES + type]: the latest notice of each kind */
 static struct { char key[128]; int count; } keys[KEYS]; /* this rank's own PRECHECK failures */
 static int nkeys;
-static int open_; /* m->faults is valid (it is 0, not MPI_COMM_NULL, in a zeroed state) */
+static int open_; /* dist__engine.faults is valid (it is 0, not MPI_COMM_NULL, in a zeroed state) */
 /* Counts dist__faults_open calls, the same on every rank (initialize is
  * collective). Notices of an earlier session can still arrive: MPICH gives
  * a new communicator the context of a freed one whose unreceived notices
@@ -33,48 +33,43 @@ static int open_; /* m->faults is valid (it is 0, not MPI_COMM_NULL, in a zeroed
 static int32_t session;
 
 dist_status dist__faults_open(void) {
-  dist__manager *m = &dist__state;
-  inbox = calloc((size_t)m->size * DIST__FAULT_TYPES, sizeof *inbox);
-  dist_status s = inbox ? DIST_SUCCESS : dist__error(DIST_ERR_NO_MEMORY, "fault channel for %d ranks", m->size);
-  DIST_CHECK(dist__agree(m->world, s, "opening the fault channel"));
-  int rc = MPI_Comm_dup(m->world, &m->faults);
+  inbox = calloc((size_t)dist__groups.size * DIST__FAULT_TYPES, sizeof *inbox);
+  /* The duplicate is collective: made on every rank, whatever the allocation did. */
+  int rc = MPI_Comm_dup(dist__groups.world, &dist__engine.faults);
   if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Comm_dup (fault channel)");
-  MPI_Comm_set_errhandler(m->faults, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(dist__engine.faults, MPI_ERRORS_RETURN);
   session++;
   nkeys = 0;
   open_ = 1;
-  return DIST_SUCCESS;
+  return inbox ? DIST_SUCCESS : dist__error(DIST_ERR_NO_MEMORY, "fault channel for %d ranks", dist__groups.size);
 }
 
 void dist__faults_close(void) {
-  dist__manager *m = &dist__state;
   int finalized = 0;
   MPI_Finalized(&finalized);
   /* Notices nobody received stay in MPI's queues; freeing the communicator
    * is local for MPI and completes once they are gone. */
-  if (open_ && !finalized) MPI_Comm_free(&m->faults);
-  m->faults = MPI_COMM_NULL;
+  if (open_ && !finalized) MPI_Comm_free(&dist__engine.faults);
+  dist__engine.faults = MPI_COMM_NULL;
   open_ = 0;
   if (inbox)
-    for (int i = 0; i < m->size * DIST__FAULT_TYPES; i++) free(inbox[i]);
+    for (int i = 0; i < dist__groups.size * DIST__FAULT_TYPES; i++) free(inbox[i]);
   free(inbox);
   inbox = NULL;
 }
 
 static void fill_arrived(notice *n) {
-  dist__manager *m = &dist__state;
-  n->ngroups = m->ngroups < GROUPS ? m->ngroups : GROUPS;
-  for (int i = 0; i < n->ngroups; i++) n->arrived[i] = m->groups[i]->seq;
+  n->ngroups = dist__groups.ngroups < GROUPS ? dist__groups.ngroups : GROUPS;
+  for (int i = 0; i < n->ngroups; i++) n->arrived[i] = dist__groups.groups[i]->seq;
 }
 
 void dist__faults_announce(dist__fault_type type, const char *key, const char *text) {
-  dist__manager *m = &dist__state;
-  if (!open_ || m->size == 1) return;
+  if (!open_ || dist__groups.size == 1) return;
   notice *n = &outbox[nout++ % OUTBOX];
   memset(n, 0, sizeof *n);
   n->session = session;
   n->type = type;
-  n->rank = m->rank;
+  n->rank = dist__groups.rank;
   fill_arrived(n);
   if (type == DIST__FAULT_PRECHECK && key) {
     memcpy(n->key, key, sizeof n->key);
@@ -84,23 +79,22 @@ void dist__faults_announce(dist__fault_type type, const char *key, const char *t
     if (i < nkeys) n->occurrence = ++keys[i].count;
   }
   snprintf(n->text, sizeof n->text, "%s", text ? text : "");
-  for (int r = 0; r < m->size; r++) {
+  for (int r = 0; r < dist__groups.size; r++) {
     MPI_Request q;
-    if (r != m->rank && MPI_Isend(n, (int)sizeof *n, MPI_BYTE, r, TAG, m->faults, &q) == MPI_SUCCESS)
+    if (r != dist__groups.rank && MPI_Isend(n, (int)sizeof *n, MPI_BYTE, r, TAG, dist__engine.faults, &q) == MPI_SUCCESS)
       MPI_Request_free(&q); /* small and eager; the buffer stays valid until exit */
   }
 }
 
 static void receive(void) {
-  dist__manager *m = &dist__state;
   for (;;) {
     int flag = 0;
     MPI_Status st;
-    if (MPI_Iprobe(MPI_ANY_SOURCE, TAG, m->faults, &flag, &st) != MPI_SUCCESS || !flag) return;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, TAG, dist__engine.faults, &flag, &st) != MPI_SUCCESS || !flag) return;
     notice *n = malloc(sizeof *n), dummy;
     int count = 0;
     MPI_Get_count(&st, MPI_BYTE, &count);
-    if (MPI_Recv(n ? n : &dummy, (int)sizeof *n, MPI_BYTE, st.MPI_SOURCE, TAG, m->faults, MPI_STATUS_IGNORE) !=
+    if (MPI_Recv(n ? n : &dummy, (int)sizeof *n, MPI_BYTE, st.MPI_SOURCE, TAG, dist__engine.faults, MPI_STATUS_IGNORE) !=
             MPI_SUCCESS ||
         !n || count != (int)sizeof *n || n->session != session || n->type < 0 || n->type >= DIST__FAULT_TYPES ||
         n->rank != st.MPI_SOURCE || n->ngroups < 0 || n->ngroups > GROUPS) {
@@ -132,14 +126,13 @@ static const char *why(const notice *n) {
 }
 
 dist_status dist__faults_check(void) {
-  dist__manager *m = &dist__state;
-  const dist__current *c = &m->cur;
+  const dist__current *c = &dist__engine.cur;
   if (!open_ || !inbox) return DIST_SUCCESS;
   receive();
   if (!c->g || !c->g->members) return DIST_SUCCESS;
   for (int i = 0; i < c->g->size; i++) {
     int r = c->g->members[i];
-    for (int t = 0; r != m->rank && t < DIST__FAULT_TYPES; t++) {
+    for (int t = 0; r != dist__groups.rank && t < DIST__FAULT_TYPES; t++) {
       const notice *n = inbox[r * DIST__FAULT_TYPES + t];
       if (!n || (t == DIST__FAULT_PRECHECK && same_precheck(n))) continue;
       uint64_t arrived = c->g->index < n->ngroups ? n->arrived[c->g->index] : 0;
@@ -160,7 +153,7 @@ dist_status dist__faults_check(void) {
 }
 
 void dist__faults_note(int r, char *buf, size_t n) {
-  if (!open_ || !inbox || r < 0 || r >= dist__state.size) return;
+  if (!open_ || !inbox || r < 0 || r >= dist__groups.size) return;
   receive();
   size_t k = strlen(buf);
   for (int t = 0; t < DIST__FAULT_TYPES && k < n; t++) {
@@ -171,26 +164,24 @@ void dist__faults_note(int r, char *buf, size_t n) {
 }
 
 void dist__faults_flush(double seconds) {
-  dist__manager *m = &dist__state;
   double t0 = MPI_Wtime();
   /* Drive MPI's progress so the notices leave (with UCX a send can need the
    * sender's progress), while the others' waits report them. */
   while (MPI_Wtime() - t0 < seconds) {
     int flag = 0;
-    if (open_) MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, m->faults, &flag, MPI_STATUS_IGNORE);
+    if (open_) MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, dist__engine.faults, &flag, MPI_STATUS_IGNORE);
     nanosleep(&(struct timespec){0, 1000000}, NULL);
   }
 }
 
 void dist__faults_drain(double seconds) {
-  dist__manager *m = &dist__state;
   if (!open_ || !inbox) return;
   double t0 = MPI_Wtime();
   for (;;) {
     receive();
     int missing = 0;
-    for (int r = 0; r < m->size; r++)
-      missing += r != m->rank && !inbox[r * DIST__FAULT_TYPES + DIST__FAULT_FINALIZE];
+    for (int r = 0; r < dist__groups.size; r++)
+      missing += r != dist__groups.rank && !inbox[r * DIST__FAULT_TYPES + DIST__FAULT_FINALIZE];
     if (!missing || MPI_Wtime() - t0 >= seconds) return;
     nanosleep(&(struct timespec){0, 100000}, NULL);
   }

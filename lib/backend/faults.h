@@ -9,7 +9,8 @@
 #ifndef DISTMGR_FAULTS_H
 #define DISTMGR_FAULTS_H
 
-#include "manager/state.h"
+#include "backend/engine.h"
+#include "backend/agree.h"
 
 typedef enum {
   DIST__FAULT_PRECHECK, /* rejected a collective before its group could take part */
@@ -19,12 +20,12 @@ typedef enum {
   DIST__FAULT_TYPES
 } dist__fault_type;
 
-dist_status dist__faults_open(void); /* collective over the world */
+dist_status dist__faults_open(void); /* collective over the world; returns the local outcome: the caller agrees on it */
 void dist__faults_close(void);       /* local */
 /* Tell every other rank. `key` identifies a PRECHECK failure ("call\0group")
  * so that ranks that failed the same way do not count it as a fault. */
 void dist__faults_announce(dist__fault_type type, const char *key, const char *text);
-/* Receive pending notices; if one means the current call (dist__state.cur)
+/* Receive pending notices; if one means the current call (dist__engine.cur)
  * can never complete, write the error and return it. Local. */
 dist_status dist__faults_check(void);
 /* Keep MPI progressing for `seconds` so that notices just sent leave this

@@ -3,7 +3,8 @@
 #ifndef DISTMGR_HALF_OPS_H
 #define DISTMGR_HALF_OPS_H
 
-#include "manager/state.h"
+#include "backend/engine.h"
+#include "backend/agree.h"
 
 /* A commutative MPI_Op summing MPI_UINT16_T buffers holding bf16 or f16. */
 dist_status dist__half_sum_op(dist_dtype t, MPI_Op *op);

@@ -9,7 +9,7 @@
 #include "backend/faults.h"
 #include "backend/wait.h"
 
-int dist__wait_polled(void) { return dist__state.settings.timeout > 0; }
+int dist__wait_polled(void) { return dist__engine.timeout > 0; }
 
 extern char **environ;
 
@@ -24,48 +24,45 @@ int dist__wait_yields(void) {
   static int known = -1;
   if (known < 0) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    known = cores > 0 && dist__launch_node_tasks((const char *const *)environ, &dist__state.launch) > cores;
+    known = cores > 0 && dist__engine.node_tasks > cores;
   }
   return known;
 #endif
 }
 
 void dist__call_enter(const char *what, dist__group *g) {
-  dist__manager *m = &dist__state;
-  m->cur.what = what;
-  m->cur.g = g;
-  m->cur.seq = g ? ++g->seq : 0;
+  dist__engine.cur.what = what;
+  dist__engine.cur.g = g;
+  dist__engine.cur.seq = g ? ++g->seq : 0;
   if (g) dist__board_arrive(g);
 }
 
 dist_status dist__break(dist_status s) {
-  dist__manager *m = &dist__state;
-  if (!m->broken) {
-    m->broken = 1;
-    snprintf(m->broken_msg, sizeof m->broken_msg, "%s", dist_last_error());
-    dist__faults_announce(DIST__FAULT_BROKEN, NULL, m->broken_msg);
+  if (!dist__engine.broken) {
+    dist__engine.broken = 1;
+    snprintf(dist__engine.broken_msg, sizeof dist__engine.broken_msg, "%s", dist_last_error());
+    dist__faults_announce(DIST__FAULT_BROKEN, NULL, dist__engine.broken_msg);
   }
   return s;
 }
 
 static dist_status timed_out(const char *call, double waited) {
-  const dist__current *c = &dist__state.cur;
+  const dist__current *c = &dist__engine.cur;
   char behind[1024];
   dist__board_report(behind, sizeof behind);
   if (c->g)
     return dist__error(DIST_ERR_TIMEOUT,
                        "%s on group '%s' (call #%llu) did not complete within DIST_TIMEOUT=%g s (waited %.1f s in "
                        "%s); %s",
-                       c->what ? c->what : "?", c->g->name, (unsigned long long)c->seq, dist__state.settings.timeout,
+                       c->what ? c->what : "?", c->g->name, (unsigned long long)c->seq, dist__engine.timeout,
                        waited, call, behind);
   return dist__error(DIST_ERR_TIMEOUT, "%s did not complete within DIST_TIMEOUT=%g s (waited %.1f s)", call,
-                     dist__state.settings.timeout, waited);
+                     dist__engine.timeout, waited);
 }
 
 dist_status dist__wait(MPI_Request *r, const char *call, int kind) {
-  dist__manager *m = &dist__state;
-  int watch = m->initialized && m->size > 1 && (kind == DIST__WAIT_CONTROL || m->settings.timeout > 0);
-  double limit = m->settings.timeout;
+  int watch = dist__engine.up && dist__groups.size > 1 && (kind == DIST__WAIT_CONTROL || dist__engine.timeout > 0);
+  double limit = dist__engine.timeout;
   int rc, yield = dist__wait_yields();
   if (!watch && limit <= 0 && !yield) {
     rc = MPI_Wait(r, MPI_STATUS_IGNORE);
@@ -107,4 +104,19 @@ dist_status dist__wait_posted(int rc, MPI_Request *r, const char *call, int kind
 dist_status dist__waitall(int n, MPI_Request *r, const char *call) {
   for (int i = 0; i < n; i++) DIST_CHECK(dist__wait(&r[i], call, DIST__WAIT_DATA));
   return DIST_SUCCESS;
+}
+
+dist_status dist__require_usable(const char *what) {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized)
+    return dist__error(DIST_ERR_UNSUPPORTED,
+                       "%s: MPI was finalized (MPI_Finalize before dist_manager_finalize?): distmgr cannot "
+                       "communicate any more",
+                       what);
+  if (!dist__engine.broken) return DIST_SUCCESS;
+  return dist__error(DIST_ERR_ABORTED,
+                     "%s: distmgr stopped on this rank after an earlier failure (%s); the job cannot continue: "
+                     "exit (distmgr then ends the job with MPI_Abort)",
+                     what, dist__engine.broken_msg);
 }

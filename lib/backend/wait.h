@@ -3,11 +3,12 @@
  * failed or left elsewhere ends the wait with an error, and DIST_TIMEOUT
  * bounds the wait, naming the ranks that did not arrive (board.c). An
  * abandoned request leaves its communicator unusable, so a failed wait stops
- * the library on this rank (dist__state.broken) and tells the others. */
+ * the library on this rank (dist__engine.broken) and tells the others. */
 #ifndef DISTMGR_WAIT_H
 #define DISTMGR_WAIT_H
 
-#include "manager/state.h"
+#include "backend/engine.h"
+#include "backend/agree.h"
 
 #define DIST__WAIT_DATA 0    /* data movement: polled only when DIST_TIMEOUT is set */
 #define DIST__WAIT_CONTROL 1 /* control rounds: always polled when the fault channel is open */

@@ -93,18 +93,10 @@ int dist__launch_node_tasks(const char *const *env, const dist_launch *l);
  * otherwise): DIST_ERR_LAUNCH_MISMATCH naming who closed it. No MPI call but
  * MPI_Get_library_version. */
 dist_status dist__launch_check_pmi_fd(const char *const *env);
-/* What rank `me` reports about its node from the start-up table (rows of
- * DIST__ROW_WORDS, state.h): DIST__NOTE_FELL_BACK when it is the node's
- * lowest rank that runs on the CPU although GPUs were allocated;
- * DIST__NOTE_SHARED when it is the lowest of the node's ranks that drive one
- * GPU together (*a < *b: the first such pair; *n: ranks on the node). Pure. */
-#define DIST__NOTE_FELL_BACK 1
-#define DIST__NOTE_SHARED 2
-int dist__device_notes(const int64_t *rows, int size, int me, int *a, int *b, int *n);
 dist_status dist__device_select(const dist_device *d); /* cudaSetDevice for CUDA */
 /* A key equal on two ranks only when they drive one physical GPU (a hash of
  * its UUID, unique across nodes); 0 for the CPU. */
-uint64_t dist__device_key(const dist_device *d);
+uint64_t dist__device_key(const dist_device *d, int rank); /* rank: for a key no other rank has */
 /* Do two of the n members (world ranks) drive one GPU? Then 1, with the first
  * such pair of world ranks in *a < *b. Pure. */
 int dist__device_shared(const uint64_t *keys, const int *members, int n, int *a, int *b);

@@ -2,7 +2,6 @@
  * selecting CUDA devices touches the runtime. */
 #include "core/internal.h"
 #include "core/hash.h"
-#include "manager/state.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -51,30 +50,6 @@ int dist__device_visible_count(char *why, size_t len) {
 #endif
 }
 
-int dist__device_notes(const int64_t *rows, int size, int me, int *a, int *b, int *n) {
-  const int64_t *mine = rows + (size_t)me * DIST__ROW_WORDS;
-  int notes = 0, first_fallback = -1, first_sharer = -1;
-  *a = *b = -1;
-  *n = 0;
-  for (int q = 0; q < size; q++) {
-    const int64_t *r = rows + (size_t)q * DIST__ROW_WORDS;
-    if (r[DIST__ROW_LEADER] != mine[DIST__ROW_LEADER]) continue;
-    (*n)++;
-    if (first_fallback < 0 && (r[DIST__ROW_DEVFLAGS] & DIST__DEV_FELL_BACK)) first_fallback = q;
-    if (first_sharer >= 0 || !r[DIST__ROW_DEVKEY]) continue;
-    for (int p = q + 1; p < size; p++) {
-      const int64_t *o = rows + (size_t)p * DIST__ROW_WORDS;
-      if (o[DIST__ROW_LEADER] == r[DIST__ROW_LEADER] && o[DIST__ROW_DEVKEY] == r[DIST__ROW_DEVKEY]) {
-        first_sharer = q, *a = q, *b = p;
-        break;
-      }
-    }
-  }
-  if (first_fallback == me) notes |= DIST__NOTE_FELL_BACK;
-  if (first_sharer == me) notes |= DIST__NOTE_SHARED;
-  return notes;
-}
-
 dist_status dist__device_select(const dist_device *d) {
 #ifdef HAVE_CUDA
   if (d->kind == DIST_DEVICE_CUDA) {
@@ -88,7 +63,7 @@ dist_status dist__device_select(const dist_device *d) {
   return DIST_SUCCESS;
 }
 
-uint64_t dist__device_key(const dist_device *d) {
+uint64_t dist__device_key(const dist_device *d, int rank) {
   if (d->kind != DIST_DEVICE_CUDA) return 0;
 #ifdef HAVE_CUDA
   struct cudaDeviceProp p;
@@ -99,7 +74,7 @@ uint64_t dist__device_key(const dist_device *d) {
   (void)cudaGetLastError();
 #endif
   /* Unknown identity: a key no other rank has, so nothing is taken as shared. */
-  return (uint64_t)dist__state.rank << 1 | 1ULL << 63;
+  return (uint64_t)rank << 1 | 1ULL << 63;
 }
 
 int dist__device_shared(const uint64_t *keys, const int *members, int n, int *a, int *b) {

@@ -4,6 +4,7 @@
 #define DISTMGR_COLL_CALL_H
 
 #include "backend/backend.h"
+#include "manager/state.h"
 
 /* What must agree across the ranks of a call. Shapes along a split dimension
  * differ by design and are left out (zeroed); size arrays enter as a hash. */

@@ -66,7 +66,7 @@ dist_status dist_group_create_orthogonal(const char *name, const char *of) {
   DIST_CHECK(dist__group_find(of, &g));
   if (g->parent < 0) return dist__error(DIST_ERR_INVALID_ARGUMENT, "orthogonal group '%s': 'world' has no parent to be orthogonal in", name);
   dist__layout l;
-  dist_status s = dist__layout_orthogonal(&dist__state.groups[g->parent]->layout, &g->layout, &l);
+  dist_status s = dist__layout_orthogonal(&dist__groups.groups[g->parent]->layout, &g->layout, &l);
   if (s) return dist__error_context(s, "orthogonal group '%s' of '%s'", name, of);
   return add(name, g->parent, &l);
 }
@@ -78,7 +78,7 @@ dist_status dist_group_create_ranks(const char *name, int n, const int *ranks) {
   DIST_CHECK(dist__group_check_new_name(name));
   if (!ranks) return dist__error(DIST_ERR_INVALID_ARGUMENT, "group '%s': rank list is NULL", name);
   dist__layout l;
-  dist_status s = dist__layout_ranks(dist__state.size, n, ranks, &l);
+  dist_status s = dist__layout_ranks(dist__groups.size, n, ranks, &l);
   if (s) return dist__error_context(s, "group '%s'", name);
   return add(name, 0, &l);
 }

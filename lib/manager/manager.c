@@ -15,32 +15,7 @@
 
 extern char **environ;
 
-dist__manager dist__state;
 static int atexit_registered;
-static int finalized_once; /* to tell "before initialize" from "after finalize" */
-
-dist_status dist__require_initialized(const char *what) {
-  if (dist__state.initialized) return DIST_SUCCESS;
-  if (finalized_once)
-    return dist__error(DIST_ERR_NOT_INITIALIZED,
-                       "%s called after dist_manager_finalize() (call dist_manager_initialize() again first)", what);
-  return dist__error(DIST_ERR_NOT_INITIALIZED, "%s called before dist_manager_initialize()", what);
-}
-
-dist_status dist__require_usable(const char *what) {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (finalized)
-    return dist__error(DIST_ERR_UNSUPPORTED,
-                       "%s: MPI was finalized (MPI_Finalize before dist_manager_finalize?): distmgr cannot "
-                       "communicate any more",
-                       what);
-  if (!dist__state.broken) return DIST_SUCCESS;
-  return dist__error(DIST_ERR_ABORTED,
-                     "%s: distmgr stopped on this rank after an earlier failure (%s); the job cannot continue: "
-                     "exit (distmgr then ends the job with MPI_Abort)",
-                     what, dist__state.broken_msg);
-}
 
 static const int MPI_LEVELS[] = {MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED, MPI_THREAD_SERIALIZED, MPI_THREAD_MULTIPLE};
 
@@ -53,14 +28,15 @@ static void release_state(int orderly) {
   dist__faults_close();
   dist__groups_free();
   dist__half_ops_free();
-  free(m->device_keys);
-  m->device_keys = NULL;
+  free(dist__engine.device_keys);
+  dist__engine.device_keys = NULL;
   free(m->startup_rows);
   m->startup_rows = NULL;
   MPI_Finalized(&finalized);
-  if (m->world != MPI_COMM_NULL && !finalized) MPI_Comm_free(&m->world);
-  m->world = MPI_COMM_NULL;
+  if (dist__groups.world != MPI_COMM_NULL && !finalized) MPI_Comm_free(&dist__groups.world);
+  dist__groups.world = MPI_COMM_NULL;
   m->initialized = 0;
+  dist__engine.up = 0;
   dist__log_set_rank(-1, -1);
 }
 
@@ -70,16 +46,15 @@ static void release_state(int orderly) {
  * for them) forever. Tell them on the fault channel, give their waits a
  * moment to report it, and end the job. */
 static void end_job(void) {
-  dist__manager *m = &dist__state;
   char msg[1024];
-  if (m->broken)
-    snprintf(msg, sizeof msg, "rank %d of %d is exiting after a failure (%s); ending the job with MPI_Abort", m->rank,
-             m->size, m->broken_msg);
+  if (dist__engine.broken)
+    snprintf(msg, sizeof msg, "rank %d of %d is exiting after a failure (%s); ending the job with MPI_Abort", dist__groups.rank,
+             dist__groups.size, dist__engine.broken_msg);
   else
     snprintf(msg, sizeof msg,
              "rank %d of %d exited without calling dist_manager_finalize(); ending the job with MPI_Abort (the other "
              "ranks could be waiting for it in a collective)",
-             m->rank, m->size);
+             dist__groups.rank, dist__groups.size);
   fprintf(stderr, "distmgr: %s\n", msg);
   fflush(stderr);
   dist__faults_announce(DIST__FAULT_EXIT, NULL, msg);
@@ -91,7 +66,7 @@ static void at_exit(void) {
   int inited = 0, finalized = 0;
   MPI_Initialized(&inited);
   MPI_Finalized(&finalized);
-  if (dist__state.initialized && dist__state.mpi_ours && dist__state.size > 1 && inited && !finalized) end_job();
+  if (dist__state.initialized && dist__state.mpi_ours && dist__groups.size > 1 && inited && !finalized) end_job();
   if (dist__state.initialized) release_state(1);
   if (dist__state.mpi_ours && inited && !finalized) MPI_Finalize();
 }
@@ -128,9 +103,9 @@ static dist_status start_mpi(MPI_Comm adopt, dist_thread_level level) {
   if (provided < MPI_LEVELS[level])
     return dist__error(DIST_ERR_UNSUPPORTED, "MPI provides thread level %d, less than the requested %d", provided,
                        MPI_LEVELS[level]);
-  int rc = MPI_Comm_dup(adopt, &m->world);
+  int rc = MPI_Comm_dup(adopt, &dist__groups.world);
   if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Comm_dup (world)");
-  MPI_Comm_set_errhandler(m->world, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(dist__groups.world, MPI_ERRORS_RETURN);
   m->adopted = adopt != MPI_COMM_WORLD;
   return DIST_SUCCESS;
 }
@@ -154,7 +129,7 @@ static void resolve_nb_allreduce(void) {
     int good = alg && (!strcmp(alg, "1") || !strcmp(alg, "3") || !strcmp(alg, "ring") || !strcmp(alg, "rabenseifner"));
     if (good && MPI_Get_library_version(version, &len) == MPI_SUCCESS && strstr(version, "Open MPI")) v = 1u << 20;
   }
-  m->nb_allreduce_min = v;
+  dist__engine.nb_allreduce_min = v;
 }
 
 /* Everything local before the first exchange, in one agreement round: the
@@ -166,11 +141,11 @@ static dist_status first_round(dist_status read, dist_status detected) {
   if (!mine) mine = dist__launch_check_world(&m->launch, m->launch_forced, (const char *const *)environ);
   if (!mine) resolve_nb_allreduce();
   if (!mine) {
-    m->startup_rows = malloc(sizeof(int64_t) * DIST__ROW_WORDS * (size_t)m->size);
-    if (!m->startup_rows) mine = dist__error(DIST_ERR_NO_MEMORY, "start-up table for %d ranks", m->size);
+    m->startup_rows = malloc(sizeof(int64_t) * DIST__ROW_WORDS * (size_t)dist__groups.size);
+    if (!m->startup_rows) mine = dist__error(DIST_ERR_NO_MEMORY, "start-up table for %d ranks", dist__groups.size);
   }
   int differs = 0;
-  dist_status s = dist__agree_status_hash(m->world, mine, mine ? 0 : dist__settings_hash(),
+  dist_status s = dist__agree_status_hash(dist__groups.world, mine, mine ? 0 : dist__settings_hash(),
                                           "starting distmgr (DIST_* settings, launch detection, launcher check)",
                                           &differs);
   return differs ? dist__settings_name_difference() : s;
@@ -192,7 +167,7 @@ static dist_status find_master(void) {
       snprintf(mine.host, sizeof mine.host, "%.*s", (int)sizeof mine.host - 1, name);
   }
   mine.port = m->launch.master_port ? m->launch.master_port : m->settings.master_port;
-  int rc = MPI_Bcast(&mine, sizeof mine, MPI_BYTE, 0, m->world);
+  int rc = MPI_Bcast(&mine, sizeof mine, MPI_BYTE, 0, dist__groups.world);
   if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Bcast (master address)");
   memcpy(m->master_addr, mine.host, sizeof mine.host);
   m->master_port = mine.port;
@@ -232,10 +207,10 @@ static dist_status gather_ranks(void) {
   row[DIST__ROW_STATUS] = mine;
   row[DIST__ROW_LEADER] = leader;
   row[DIST__ROW_LRANK] = m->local_rank;
-  row[DIST__ROW_DEVKEY] = mine ? 0 : (int64_t)dist__device_key(&m->device);
-  int rc = MPI_Allgather(row, DIST__ROW_WORDS, MPI_INT64_T, rows, DIST__ROW_WORDS, MPI_INT64_T, m->world);
+  row[DIST__ROW_DEVKEY] = mine ? 0 : (int64_t)dist__device_key(&m->device, dist__groups.rank);
+  int rc = MPI_Allgather(row, DIST__ROW_WORDS, MPI_INT64_T, rows, DIST__ROW_WORDS, MPI_INT64_T, dist__groups.world);
   if (rc != MPI_SUCCESS && !mine) mine = dist__mpi_error(rc, "MPI_Allgather (start-up table)");
-  for (int q = 0; !mine && q < m->size; q++) {
+  for (int q = 0; !mine && q < dist__groups.size; q++) {
     int64_t code = rows[(size_t)q * DIST__ROW_WORDS + DIST__ROW_STATUS];
     if (code)
       mine = dist__error(code < 0 && dist__status_valid(code) ? (dist_status)code : DIST_ERR_MISMATCH,
@@ -249,10 +224,10 @@ static dist_status gather_ranks(void) {
     return mine;
   }
   dist_status s = dist__topology_groups(rows, &node_comm);
-  m->device_keys = malloc(sizeof *m->device_keys * (size_t)m->size);
-  if (!s && !m->device_keys) s = dist__error(DIST_ERR_NO_MEMORY, "device table for %d ranks", m->size);
-  for (int q = 0; !s && q < m->size; q++) m->device_keys[q] = (uint64_t)rows[(size_t)q * DIST__ROW_WORDS + DIST__ROW_DEVKEY];
-  return dist__agree(m->world, s, "building the built-in groups");
+  dist__engine.device_keys = malloc(sizeof *dist__engine.device_keys * (size_t)dist__groups.size);
+  if (!s && !dist__engine.device_keys) s = dist__error(DIST_ERR_NO_MEMORY, "device table for %d ranks", dist__groups.size);
+  for (int q = 0; !s && q < dist__groups.size; q++) dist__engine.device_keys[q] = (uint64_t)rows[(size_t)q * DIST__ROW_WORDS + DIST__ROW_DEVKEY];
+  return dist__agree(dist__groups.world, s, "building the built-in groups");
 }
 
 /* Said once per node, at the default level: GPUs allocated but unusable, and
@@ -260,7 +235,7 @@ static dist_status gather_ranks(void) {
 static void device_notes(void) {
   dist__manager *m = &dist__state;
   int a, b, n;
-  int notes = dist__device_notes(m->startup_rows, m->size, m->rank, &a, &b, &n);
+  int notes = dist__device_notes(m->startup_rows, dist__groups.size, dist__groups.rank, &a, &b, &n);
   if (notes & DIST__NOTE_FELL_BACK)
     dist_log(DIST_LOG_WARN,
              "GPUs were allocated but CUDA cannot be used on this node (%s): its ranks run on the CPU; set "
@@ -284,6 +259,8 @@ static void log_settings(void) {
 static dist_status read_settings(void) {
   dist__manager *m = &dist__state;
   DIST_CHECK(dist__settings_read((const char *const *)environ, &m->settings));
+  dist__engine.timeout = m->settings.timeout; /* what the engines obey, given once */
+  dist__engine.cuda_backend = m->settings.cuda_backend;
   dist_log_level_set(m->settings.log_level);
   log_settings();
   return DIST_SUCCESS;
@@ -294,6 +271,7 @@ static dist_status detect(const dist_init_options *o) {
   dist_launch_method forced = o->method != DIST_LAUNCH_AUTO ? o->method : m->settings.init_method;
   m->launch_forced = forced != DIST_LAUNCH_AUTO;
   DIST_CHECK(dist_launch_detect((const char *const *)environ, forced, &m->launch));
+  dist__engine.node_tasks = dist__launch_node_tasks((const char *const *)environ, &m->launch);
   if (m->launch.note[0]) dist_log(DIST_LOG_INFO, "%s", m->launch.note);
   if (m->launch.warning[0]) dist_log(DIST_LOG_WARN, "%s", m->launch.warning);
   if (!m->launch.mpi_can_join) return dist__launch_refuse_torchrun(&m->launch, (const char *const *)environ);
@@ -316,8 +294,10 @@ static dist_status initialize(MPI_Comm adopt, const dist_init_options *options) 
 
   int mpi_ours = m->mpi_ours; /* survives re-initialization */
   memset(m, 0, sizeof *m);
+  dist__engine_reset();
+  memset(&dist__groups, 0, sizeof dist__groups);
   m->mpi_ours = mpi_ours;
-  m->world = m->faults = MPI_COMM_NULL;
+  dist__groups.world = dist__engine.faults = MPI_COMM_NULL;
   /* Detection is local and may fail on one rank only (one malformed
    * variable). MPI_Init is safe under any launcher, so join MPI first and let
    * all ranks agree on the outcome: nobody is left waiting in a collective. */
@@ -327,22 +307,24 @@ static dist_status initialize(MPI_Comm adopt, const dist_init_options *options) 
    * inherit one task's PMI identity), and there is no MPI world to agree in. */
   if (detected && !read && m->launch.method == DIST_LAUNCH_ENV && !m->launch.mpi_can_join) return detected;
   DIST_CHECK(start_mpi(adopt, o.thread_level));
-  MPI_Comm_size(m->world, &m->size);
+  MPI_Comm_size(dist__groups.world, &dist__groups.size);
   dist_status s = first_round(read, detected);
   if (!s) s = gather_ranks();
   if (!s) s = find_master();
-  if (!s) s = dist__faults_open();
-  if (!s) s = dist__board_open();
+  if (!s) s = dist__agree(dist__groups.world, dist__faults_open(), "opening the fault channel");
+  if (!s && dist__engine.timeout > 0)
+    s = dist__agree(dist__groups.world, dist__board_open(), "opening the progress board for DIST_TIMEOUT");
   if (s) {
     release_state(0);
     return s;
   }
-  dist__log_set_rank(m->rank, m->size);
+  dist__log_set_rank(dist__groups.rank, dist__groups.size);
   device_notes();
   free(m->startup_rows);
   m->startup_rows = NULL;
   dist__settings_warn_unknown((const char *const *)environ); /* a misspelt DIST_ name would be ignored */
   m->initialized = 1;
+  dist__engine.up = 1;
   char line[512];
   dist_manager_describe(line, sizeof line);
   dist_log(DIST_LOG_INFO, "initialized: %s", line);
@@ -374,7 +356,7 @@ dist_status dist_manager_finalize(void) {
   if (s) return dist__break(s);
   dist__faults_drain(5.0);
   release_state(1);
-  finalized_once = 1;
+  dist__finalized_once = 1;
   return DIST_SUCCESS;
 }
 

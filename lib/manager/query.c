@@ -12,14 +12,14 @@
     return DIST_SUCCESS;                                                                 \
   }
 
-DIST__QUERY(dist_manager_rank, int, dist__state.rank)
-DIST__QUERY(dist_manager_world_size, int, dist__state.size)
+DIST__QUERY(dist_manager_rank, int, dist__groups.rank)
+DIST__QUERY(dist_manager_world_size, int, dist__groups.size)
 DIST__QUERY(dist_manager_local_rank, int, dist__state.local_rank)
 DIST__QUERY(dist_manager_local_size, int, dist__state.local_size)
 DIST__QUERY(dist_manager_node, int, dist__state.node)
 DIST__QUERY(dist_manager_node_count, int, dist__state.nnodes)
 DIST__QUERY(dist_manager_device, dist_device, dist__state.device)
-DIST__QUERY(dist_manager_is_distributed, int, dist__state.size > 1)
+DIST__QUERY(dist_manager_is_distributed, int, dist__groups.size > 1)
 DIST__QUERY(dist_manager_method, dist_launch_method, dist__state.launch.method)
 DIST__QUERY(dist_manager_method_name, const char *, dist_launch_method_name(dist__state.launch.method))
 DIST__QUERY(dist_manager_master_address, const char *, dist__state.master_addr)
@@ -31,7 +31,7 @@ dist_status dist_manager_describe(char *buffer, size_t size) {
   if (!buffer || size == 0) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_manager_describe: empty buffer");
   snprintf(buffer, size, "%s%s%s rank %d/%d local %d/%d node %d/%d device %s:%d master %s:%d",
            dist_launch_method_name(m->launch.method), m->launch.slurm_batch ? " (batch script)" : "",
-           m->adopted ? " (adopted communicator)" : "", m->rank, m->size, m->local_rank, m->local_size, m->node,
+           m->adopted ? " (adopted communicator)" : "", dist__groups.rank, dist__groups.size, m->local_rank, m->local_size, m->node,
            m->nnodes, dist_device_kind_name(m->device.kind), m->device.index, m->master_addr, m->master_port);
   return DIST_SUCCESS;
 }

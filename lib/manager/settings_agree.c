@@ -22,12 +22,12 @@ static void values(const dist__settings *s, double v[NMUST]) {
   v[2] = s->verify;
   v[3] = s->cuda_backend;
   v[4] = s->timeout;
-  v[5] = dist__state.nb_allreduce_min == SIZE_MAX ? -1 : (double)dist__state.nb_allreduce_min;
+  v[5] = dist__engine.nb_allreduce_min == SIZE_MAX ? -1 : (double)dist__engine.nb_allreduce_min;
 }
 
 /* Error path: gather everyone's values, name the first setting that differs. */
 dist_status dist__settings_name_difference(void) {
-  MPI_Comm world = dist__state.world;
+  MPI_Comm world = dist__groups.world;
   int size = 1;
   MPI_Comm_size(world, &size);
   double *all = malloc(sizeof(double) * NMUST * (size_t)size), mine[NMUST];

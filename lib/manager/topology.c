@@ -15,8 +15,8 @@
 static dist_status split_node(MPI_Comm *node_comm) {
   dist__manager *m = &dist__state;
   int n = m->settings.ranks_per_node;
-  if (n > 0) MPI_TRY(MPI_Comm_split(m->world, m->rank / n, m->rank, node_comm));
-  else MPI_TRY(MPI_Comm_split_type(m->world, MPI_COMM_TYPE_SHARED, m->rank, MPI_INFO_NULL, node_comm));
+  if (n > 0) MPI_TRY(MPI_Comm_split(dist__groups.world, dist__groups.rank / n, dist__groups.rank, node_comm));
+  else MPI_TRY(MPI_Comm_split_type(dist__groups.world, MPI_COMM_TYPE_SHARED, dist__groups.rank, MPI_INFO_NULL, node_comm));
   return DIST_SUCCESS;
 }
 
@@ -42,13 +42,13 @@ dist_status dist__topology_node(MPI_Comm *node_comm, int *leader) {
   MPI_Group node_group, world_group;
   int zero = 0;
   *node_comm = MPI_COMM_NULL;
-  MPI_Comm_rank(m->world, &m->rank);
-  MPI_Comm_size(m->world, &m->size);
+  MPI_Comm_rank(dist__groups.world, &dist__groups.rank);
+  MPI_Comm_size(dist__groups.world, &dist__groups.size);
   DIST_CHECK(split_node(node_comm));
   MPI_Comm_rank(*node_comm, &m->local_rank);
   MPI_Comm_size(*node_comm, &m->local_size);
   MPI_Comm_group(*node_comm, &node_group);
-  MPI_Comm_group(m->world, &world_group);
+  MPI_Comm_group(dist__groups.world, &world_group);
   MPI_Group_translate_ranks(node_group, 1, &zero, world_group, leader); /* local */
   MPI_Group_free(&node_group);
   MPI_Group_free(&world_group);
@@ -58,15 +58,15 @@ dist_status dist__topology_node(MPI_Comm *node_comm, int *leader) {
 /* Node index of every rank: the order of its leader among all leaders. */
 static dist_status number_nodes(const int64_t *rows, int **node_out, int **lrank_out) {
   dist__manager *m = &dist__state;
-  int *node = malloc(sizeof(int) * 2 * (size_t)m->size), *lrank = node + m->size;
-  if (!node) return dist__error(DIST_ERR_NO_MEMORY, "topology table for %d ranks", m->size);
+  int *node = malloc(sizeof(int) * 2 * (size_t)dist__groups.size), *lrank = node + dist__groups.size;
+  if (!node) return dist__error(DIST_ERR_NO_MEMORY, "topology table for %d ranks", dist__groups.size);
   /* node[q] first counts the leaders up to q (a leader is its own leader). */
   int count = 0;
-  for (int q = 0; q < m->size; q++) {
+  for (int q = 0; q < dist__groups.size; q++) {
     if (rows[q * DIST__ROW_WORDS + DIST__ROW_LEADER] == q) count++;
     node[q] = count - 1;
   }
-  for (int q = 0; q < m->size; q++) {
+  for (int q = 0; q < dist__groups.size; q++) {
     int64_t leader = rows[q * DIST__ROW_WORDS + DIST__ROW_LEADER];
     lrank[q] = (int)rows[q * DIST__ROW_WORDS + DIST__ROW_LRANK];
     if (leader < 0 || leader > q || rows[leader * DIST__ROW_WORDS + DIST__ROW_LEADER] != leader) {
@@ -74,8 +74,8 @@ static dist_status number_nodes(const int64_t *rows, int **node_out, int **lrank
       return dist__error(DIST_ERR_MPI, "rank %d reports node leader %lld, which is not a node leader", q, (long long)leader);
     }
   }
-  for (int q = m->size - 1; q >= 0; q--) node[q] = node[rows[q * DIST__ROW_WORDS + DIST__ROW_LEADER]];
-  m->node = node[m->rank];
+  for (int q = dist__groups.size - 1; q >= 0; q--) node[q] = node[rows[q * DIST__ROW_WORDS + DIST__ROW_LEADER]];
+  m->node = node[dist__groups.rank];
   m->nnodes = count;
   *node_out = node;
   *lrank_out = lrank;
@@ -93,16 +93,16 @@ dist_status dist__topology_groups(const int64_t *rows, MPI_Comm *node_comm) {
   memset(&world, 0, sizeof world);
   local = cross = all = self = world;
   dist_status s = number_nodes(rows, &node, &lrank);
-  if (!s) s = dist__layout_world(m->size, &world);
-  if (!s) s = dist__layout_nodes(m->size, node, lrank, &local, &cross);
-  if (!s) s = dist__layout_world(m->size, &all);
+  if (!s) s = dist__layout_world(dist__groups.size, &world);
+  if (!s) s = dist__layout_nodes(dist__groups.size, node, lrank, &local, &cross);
+  if (!s) s = dist__layout_world(dist__groups.size, &all);
   if (!s) s = dist__layout_subgroup(&all, 1, &self); /* every rank alone: the size-1 group a layer uses when a parallel group is absent */
   free(node);
   MPI_Comm comms[3] = {MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL};
   int rc[3];
-  rc[0] = MPI_Comm_dup(m->world, &comms[0]);
+  rc[0] = MPI_Comm_dup(dist__groups.world, &comms[0]);
   /* Split keyed as the layout orders a copy (by node), not by world rank. */
-  rc[1] = MPI_Comm_split(m->world, m->local_rank, s ? m->rank : cross.key[m->rank], &comms[1]);
+  rc[1] = MPI_Comm_split(dist__groups.world, m->local_rank, s ? dist__groups.rank : cross.key[dist__groups.rank], &comms[1]);
   rc[2] = MPI_Comm_dup(MPI_COMM_SELF, &comms[2]);
   for (int k = 0; k < 3; k++)
     if (!s && rc[k] != MPI_SUCCESS) s = dist__mpi_error(rc[k], "creating the built-in groups");

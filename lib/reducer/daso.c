@@ -36,17 +36,16 @@ static dist_status check_options(const dist_daso_options *o) {
 /* The cross communicator for my local rank, built as the option asks; both
  * give the same ranks in world order. */
 static dist_status make_cross(dist_daso *d) {
-  dist__manager *m = &dist__state;
   if (!d->o.use_mpi_groups) {
-    int rc = MPI_Comm_split(m->world, d->lrank, m->rank, &d->cross);
+    int rc = MPI_Comm_split(dist__groups.world, d->lrank, dist__groups.rank, &d->cross);
     return rc == MPI_SUCCESS ? DIST_SUCCESS : dist__mpi_error(rc, "MPI_Comm_split (DASO)");
   }
   dist__group *cross;
   DIST_CHECK(dist__group_find("cross", &cross));
   MPI_Group wg, cg;
-  MPI_Comm_group(m->world, &wg);
+  MPI_Comm_group(dist__groups.world, &wg);
   int rc = MPI_Group_incl(wg, cross->size, cross->members, &cg);
-  if (rc == MPI_SUCCESS) rc = MPI_Comm_create_group(m->world, cg, 0x0da5, &d->cross);
+  if (rc == MPI_SUCCESS) rc = MPI_Comm_create_group(dist__groups.world, cg, 0x0da5, &d->cross);
   MPI_Group_free(&wg);
   if (rc == MPI_SUCCESS) MPI_Group_free(&cg);
   return rc == MPI_SUCCESS ? DIST_SUCCESS : dist__mpi_error(rc, "MPI_Comm_create_group (DASO)");
@@ -92,7 +91,7 @@ static dist_status setup(dist_daso *d, const dist_daso_options *o, const char *w
   dist__group *world = NULL;
   if (!s) s = dist__params_check(d->p, what);
   if (!s) s = dist__params_group(d->p, what, &world);
-  if (!s && world->size != dist__state.size)
+  if (!s && world->size != dist__groups.size)
     s = dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: the parameter set is over '%s'; DASO needs one over 'world'", what,
                     d->p->group);
   if (!s) s = dist__group_find("local", &d->local);
@@ -100,9 +99,9 @@ static dist_status setup(dist_daso *d, const dist_daso_options *o, const char *w
   int sizes[2] = {0, 0}, ext[2];
   if (!s) sizes[0] = d->local->size, sizes[1] = -d->local->size;
   int differs;
-  s = dist__agree_status_hash(dist__state.world, s, options_hash(o), what, &differs);
+  s = dist__agree_status_hash(dist__groups.world, s, options_hash(o), what, &differs);
   if (differs) return dist__error(s, "%s: ranks passed different options", what);
-  if (!s && MPI_Allreduce(sizes, ext, 2, MPI_INT, MPI_MAX, dist__state.world) != MPI_SUCCESS)
+  if (!s && MPI_Allreduce(sizes, ext, 2, MPI_INT, MPI_MAX, dist__groups.world) != MPI_SUCCESS)
     s = dist__error(DIST_ERR_MPI, "%s: MPI_Allreduce", what);
   if (!s && ext[0] != -ext[1])
     s = dist__error(DIST_ERR_UNSUPPORTED, "%s: nodes have between %d and %d ranks; DASO needs the same number on every node",
@@ -125,15 +124,15 @@ dist_status dist_daso_create(dist_optim *opt, const dist_daso_options *o, dist_d
                                      : DIST_SUCCESS;
   /* Still agree after a NULL, else the other ranks would wait for this one. */
   int differs;
-  s = s ? dist__agree_status_hash(dist__state.world, s, 0, what, &differs) : setup(d, o, what);
+  s = s ? dist__agree_status_hash(dist__groups.world, s, 0, what, &differs) : setup(d, o, what);
   if (s) {
     free(d);
     return s;
   }
   d->lrank = d->local->rank;
   d->lsize = d->local->size;
-  d->nodes = dist__state.size / d->lsize;
-  s = dist__agree(dist__state.world, make_cross(d), what);
+  d->nodes = dist__groups.size / d->lsize;
+  s = dist__agree(dist__groups.world, make_cross(d), what);
   if (!s) {
     dist_ddp_options lo = o->local;
     lo.group = "local";
@@ -146,7 +145,7 @@ dist_status dist_daso_create(dist_optim *opt, const dist_daso_options *o, dist_d
     d->has_schedule = 1;
     s = dist_optim_set_schedule(opt, &d->schedule);
   }
-  s = dist__agree(dist__state.world, s, what);
+  s = dist__agree(dist__groups.world, s, what);
   if (s) {
     free_daso(d);
     return s;
@@ -285,13 +284,13 @@ dist_status dist_daso_epoch_loss_logic(dist_daso *d, double loss, int already_av
   /* Both all-reduces run whatever already_averaged says, so that ranks
    * passing different values still call the same collectives. */
   double avg = 0;
-  int rc = MPI_Allreduce(&loss, &avg, 1, MPI_DOUBLE, MPI_SUM, dist__state.world);
+  int rc = MPI_Allreduce(&loss, &avg, 1, MPI_DOUBLE, MPI_SUM, dist__groups.world);
   if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Allreduce (DASO loss)");
   if (already_averaged) avg = loss;
-  else avg /= dist__state.size;
+  else avg /= dist__groups.size;
   int aa = already_averaged != 0;
   double v[9] = {avg, -avg, d->s.epoch, -d->s.epoch, d->s.cur, -d->s.cur, !isfinite(loss), aa, -aa}, mx[9];
-  rc = MPI_Allreduce(v, mx, 9, MPI_DOUBLE, MPI_MAX, dist__state.world);
+  rc = MPI_Allreduce(v, mx, 9, MPI_DOUBLE, MPI_MAX, dist__groups.world);
   if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Allreduce (DASO loss check)");
   if (mx[2] != -mx[3] || mx[4] != -mx[5])
     return dist__error(DIST_ERR_MISMATCH, "%s: ranks are at different points (epochs %g to %g, batches %g to %g)", what,
@@ -343,7 +342,7 @@ dist_status dist_daso_reset(dist_daso *d) {
   if (still_off) d->local_sync = 0;
   d->s.last = last;
   d->skipped = 0;
-  return dist__agree(dist__state.world, s, what);
+  return dist__agree(dist__groups.world, s, what);
 }
 
 dist_status dist_daso_add_scaler(dist_daso *d, const dist_grad_scaler *sc) {
@@ -354,7 +353,7 @@ dist_status dist_daso_add_scaler(dist_daso *d, const dist_grad_scaler *sc) {
 }
 
 void dist_daso_print0(const dist_daso *d, const char *fmt, ...) {
-  if (!d || !d->o.verbose || dist__state.rank != 0) return;
+  if (!d || !d->o.verbose || dist__groups.rank != 0) return;
   va_list ap;
   va_start(ap, fmt);
   vprintf(fmt, ap);

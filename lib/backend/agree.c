@@ -10,15 +10,9 @@
 #include <string.h>
 
 #include "core/fault.h"
-#include "manager/state.h"
+#include "core/hash.h"
+#include "backend/agree.h"
 #include "backend/wait.h"
-
-dist_status dist__mpi_error(int code, const char *call) {
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "MPI error %d", code);
-  return dist__error(DIST_ERR_MPI, "%s failed: %s", call, text);
-}
 
 
 dist__round dist__round_init(MPI_Comm comm, dist_status local, uint64_t hash) {

@@ -1,0 +1,41 @@
+/* Agreement: making rank-local outcomes collective (agree.c). */
+#ifndef DISTMGR_AGREE_H
+#define DISTMGR_AGREE_H
+
+#include <mpi.h>
+#include <stdint.h>
+
+#include "core/internal.h"
+
+/* Convert an MPI error code into DIST_ERR_MPI with MPI's text. */
+dist_status dist__mpi_error(int code, const char *call);
+
+/* Every rank of the world passes its local status; all return the same code:
+ * the most negative one (lowest rank on ties). Rank-local failures thus never
+ * leave other ranks waiting in a later collective. Failing ranks keep their
+ * own message; others get one naming the rank whose code won. */
+dist_status dist__agree(MPI_Comm comm, dist_status mine, const char *what);
+
+/* Both in one all-reduce: the worst local status (as dist__agree) and whether
+ * every rank passed the same hash. A hash mismatch (no rank failed) sets
+ * *differs on every rank and returns DIST_ERR_MISMATCH without a message: the
+ * caller writes one naming what differs. A rank that failed with
+ * DIST_ERR_MISMATCH of its own leaves *differs 0. */
+dist_status dist__agree_status_hash(MPI_Comm comm, dist_status mine, uint64_t hash, const char *what, int *differs);
+
+/* The one control round behind all of the above and the verification of
+ * collectives: an all-reduce of four words (failure, hash, ~hash, balance) by
+ * point-to-point recursive doubling, each step waited for by dist__wait
+ * (fault channel and DIST_TIMEOUT observed). */
+typedef struct dist__round {
+  int64_t in[4], out[4];
+} dist__round;
+dist__round dist__round_init(MPI_Comm comm, dist_status local, uint64_t hash);
+dist_status dist__round_run(MPI_Comm comm, dist__round *r, const char *call);
+/* After a run: DIST_SUCCESS if no rank failed; else `local` (this rank's own
+ * message) or an error naming the failing rank, its code range-checked. */
+dist_status dist__round_failure(MPI_Comm comm, const dist__round *r, dist_status local, const char *what,
+                                const char *where);
+int dist__round_hash_differs(const dist__round *r);
+
+#endif

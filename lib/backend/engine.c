@@ -1,0 +1,11 @@
+/* The engines' state (engine.h). */
+#include <string.h>
+
+#include "backend/engine.h"
+
+dist__engine_state dist__engine = {.faults = MPI_COMM_NULL};
+
+void dist__engine_reset(void) {
+  memset(&dist__engine, 0, sizeof dist__engine);
+  dist__engine.faults = MPI_COMM_NULL;
+}

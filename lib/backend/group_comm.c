@@ -1,0 +1,83 @@
+/* Groups with their MPI communicators: made by splitting the world (or
+ * from a communicator the caller made) and added to the group table with
+ * one agreement; freed with every engine's handle. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+
+static void free_group(dist__group *g);
+
+dist_status dist__group_keep(const char *name, int parent, dist__layout *layout, MPI_Comm comm) {
+  dist__group g, *kept;
+  memset(&g, 0, sizeof g);
+  snprintf(g.name, sizeof g.name, "%s", name);
+  g.parent = parent;
+  g.rank = -1;
+  g.comm = comm;
+  dist_status s = dist__group_reserve();
+  kept = s ? NULL : malloc(sizeof *kept);
+  if (!s && !kept) s = dist__error(DIST_ERR_NO_MEMORY, "group '%s'", name);
+  if (!s && g.comm != MPI_COMM_NULL) {
+    MPI_Comm_set_errhandler(g.comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(g.comm, &g.rank);
+    MPI_Comm_size(g.comm, &g.size);
+    g.members = malloc(sizeof(int) * (size_t)g.size);
+    if (!g.members) s = dist__error(DIST_ERR_NO_MEMORY, "member list of group '%s'", name);
+    else dist__layout_members(layout, dist__groups.rank, g.members);
+  } else {
+    g.size = layout->size;
+  }
+  if (s) {
+    free(kept);
+    free(g.members);
+    if (g.comm != MPI_COMM_NULL) MPI_Comm_free(&g.comm);
+    return s;
+  }
+  g.layout = *layout; /* the table takes the layout over */
+  memset(layout, 0, sizeof *layout);
+  g.index = dist__groups.ngroups;
+  *kept = g;
+  dist__groups.groups[dist__groups.ngroups++] = kept;
+  dist_log(DIST_LOG_DEBUG, "group '%s': size %d, my rank %d, %d copies", g.name, g.size, g.rank, g.layout.ncopies);
+  return DIST_SUCCESS;
+}
+
+dist_status dist__group_add_all(int n, const char *const *names, int parent, dist__layout *layouts, dist_status local) {
+  int before = dist__groups.ngroups;
+  dist_status s = local;
+  for (int k = 0; k < n; k++) {
+    /* Split on every rank even after a local failure: the others are in it. */
+    MPI_Comm comm = MPI_COMM_NULL;
+    int color = s || !layouts[k].color ? -1 : layouts[k].color[dist__groups.rank];
+    int rc = MPI_Comm_split(dist__groups.world, color >= 0 ? color : MPI_UNDEFINED, color >= 0 ? layouts[k].key[dist__groups.rank] : 0, &comm);
+    if (!s) s = rc != MPI_SUCCESS ? dist__mpi_error(rc, "MPI_Comm_split") : dist__group_keep(names[k], parent, &layouts[k], comm);
+    else if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
+  }
+  /* Every rank must add the groups, or the tables would diverge. */
+  s = dist__agree(dist__groups.world, s, n > 1 ? "creating process groups" : "creating a process group");
+  while (s && dist__groups.ngroups > before) free_group(dist__groups.groups[--dist__groups.ngroups]); /* kept here, failed elsewhere */
+  return s;
+}
+
+dist_status dist__group_add(const char *name, int parent, dist__layout *layout) {
+  return dist__group_add_all(1, &name, parent, layout, DIST_SUCCESS);
+}
+
+static void free_group(dist__group *g) {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  dist__backend_release_group(g);
+  if (!finalized && g->comm != MPI_COMM_NULL) MPI_Comm_free(&g->comm);
+  free(g->members);
+  dist__layout_free(&g->layout);
+  free(g);
+}
+
+void dist__groups_free(void) {
+  for (int i = dist__groups.ngroups - 1; i >= 0; i--) free_group(dist__groups.groups[i]);
+  free(dist__groups.groups);
+  dist__groups.groups = NULL;
+  dist__groups.ngroups = dist__groups.capacity = 0;
+}
