@@ -99,7 +99,7 @@ static dist_status whole(dist_fft_plan *p, int inverse, const void *in, void *ou
   return exec(st->whole_inv, p, 1, p->T, out, "whole inverse transform");
 }
 
-static dist_status create(dist_fft_plan *p, MPI_Comm comm) {
+static dist_status create(dist_fft_plan *p, dist__group *g) {
   DIST_CHECK(dist__cufft_load());
   cufft_state *st = calloc(1, sizeof *st);
   if (!st) return dist__error(DIST_ERR_NO_MEMORY, "dist_fft_plan_create: cuFFT state");

@@ -26,7 +26,7 @@ struct dist_fft_plan;
  * input layout; it may destroy A); `cols` transforms T along n0 in place. */
 typedef struct dist__fft_engine {
   const char *name;
-  dist_status (*create)(struct dist_fft_plan *p, MPI_Comm comm); /* collective over comm */
+  dist_status (*create)(struct dist_fft_plan *p, dist__group *g); /* collective over g */
   void (*destroy)(struct dist_fft_plan *p);
   /* Before a pipeline's exchange: make whatever it needs for these arrays,
    * so a failure is agreed on in the call's verification round (DIST_VERIFY=1)

@@ -41,23 +41,25 @@ typedef struct fftw_state {
 
 static int is_d(const dist_fft_plan *p) { return p->prec == DIST_F64; }
 
-/* Rank 0's wisdom to every rank of the group (length -1: rank 0 failed). */
-static dist_status share_wisdom(dist_fft_plan *p, MPI_Comm comm, dist_status mine) {
+/* Rank 0's wisdom to every rank of the group (length -1: rank 0 failed),
+ * through the host backend's table. */
+static dist_status share_wisdom(dist_fft_plan *p, dist__group *g, dist_status mine) {
+  const dist__backend *be = &dist__backend_mpi;
   char *w = NULL;
-  long long len = -1;
+  int64_t len = -1;
+  int32_t have = 1, all = 0;
   if (p->me == 0 && !mine) {
     w = is_d(p) ? export__d() : export__f();
-    len = w && strlen(w) < INT_MAX ? (long long)strlen(w) : -1;
+    len = w && strlen(w) < INT_MAX ? (int64_t)strlen(w) : -1;
   }
-  int rc = MPI_Bcast(&len, 1, MPI_LONG_LONG, 0, comm), have = 1, all = 0;
-  if (rc == MPI_SUCCESS && len >= 0 && p->me != 0) have = (w = malloc((size_t)len + 1)) != NULL;
-  if (rc == MPI_SUCCESS && len >= 0) rc = MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, comm);
-  if (rc == MPI_SUCCESS && len >= 0 && all) rc = MPI_Bcast(w, (int)len + 1, MPI_CHAR, 0, comm);
-  if (rc == MPI_SUCCESS && len >= 0 && all && p->me != 0) (void)(is_d(p) ? import__d(w) : import__f(w));
+  dist_status s = be->broadcast(g, &len, 1, DIST_I64, 0);
+  if (!s && len >= 0 && p->me != 0) have = (w = malloc((size_t)len + 1)) != NULL;
+  if (!s && len >= 0) s = be->all_reduce(g, &have, &all, 1, DIST_I32, DIST_MIN, NULL);
+  if (!s && len >= 0 && all) s = be->broadcast(g, w, (size_t)len + 1, DIST_U8, 0);
+  if (!s && len >= 0 && all && p->me != 0) (void)(is_d(p) ? import__d(w) : import__f(w));
   if (p->me == 0) fftw_free(w);
   else free(w);
-  if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Bcast (FFTW wisdom)");
-  return DIST_SUCCESS; /* no wisdom is not an error: the ranks measure for themselves */
+  return s; /* no wisdom is not an error: the ranks measure for themselves */
 }
 
 #ifdef HAVE_FFTW_THREADS
@@ -74,14 +76,14 @@ static void init_threads(void) {
 }
 #endif
 
-static dist_status create(dist_fft_plan *p, MPI_Comm comm) {
+static dist_status create(dist_fft_plan *p, dist__group *g) {
 #ifdef HAVE_FFTW_THREADS
   pthread_once(&threads_once, init_threads);
 #endif
   if (!p->measure || p->P == 1) return is_d(p) ? create__d(p) : create__f(p);
   dist_status s = DIST_SUCCESS;
   if (p->me == 0) s = is_d(p) ? create__d(p) : create__f(p);
-  dist_status w = share_wisdom(p, comm, s);
+  dist_status w = share_wisdom(p, g, s);
   if (p->me != 0 && !w) s = is_d(p) ? create__d(p) : create__f(p);
   return s ? s : w;
 }

@@ -128,7 +128,6 @@ static dist_status check_args(dist_fft_plan *p, dist_fft_plan **out, dist_fft_ty
 /* Counts, scales, scratch and the engine's plans; each step agreed on, as
  * the engine's planning may communicate (FFTW wisdom). */
 static dist_status build(dist_fft_plan *p, const dist__call *c) {
-  MPI_Comm comm = c->g->comm;
   int me = p->me;
   int64_t n0me = p->in_sizes[me], k1me = p->out_sizes[me];
   for (int r = 0; r < p->P; r++) {
@@ -173,9 +172,9 @@ static dist_status build(dist_fft_plan *p, const dist__call *c) {
   if (!s) s = p->eng->alloc(p, cs * p->a_elems, &p->A);
   if (!s) s = p->eng->alloc(p, cs * w_elems, &p->W);
   if (!s) s = p->eng->alloc(p, cs * t_alloc, &p->T);
-  if (p->P > 1) s = dist__agree(comm, s, WHAT);
-  if (!s) s = p->eng->create(p, comm);
-  if (p->P > 1) s = dist__agree(comm, s, WHAT);
+  if (p->P > 1) s = dist__agree(c->g->comm, s, WHAT);
+  if (!s) s = p->eng->create(p, c->g);
+  if (p->P > 1) s = dist__agree(c->g->comm, s, WHAT);
   return s;
 }
 

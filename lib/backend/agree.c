@@ -5,6 +5,7 @@
  * one and the same all-reduce of four words (dist__round_run), so two ranks that reached
  * different control points pair up as a detectable mismatch instead of
  * reading each other's words as garbage. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,4 +155,35 @@ dist_status dist__agree(MPI_Comm comm, dist_status mine, const char *what) {
 dist_status dist__agree_status_hash(MPI_Comm comm, dist_status mine, uint64_t hash, const char *what, int *differs) {
   dist_status s = agree_round(comm, mine, hash, what, differs);
   return *differs ? DIST_ERR_MISMATCH : s; /* the caller names what differs */
+}
+
+/* ---- control exchanges of error paths (agree.h) ---------------------------- */
+
+dist_status dist__control_all_gather(const dist__group *g, const void *mine, size_t bytes, void *all, const char *what) {
+  MPI_Request q;
+  char call[160];
+  snprintf(call, sizeof call, "MPI_Iallgather (%s)", what);
+  if (bytes > INT_MAX) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: %zu bytes per rank", call, bytes);
+  int rc = MPI_Iallgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, g->comm, &q);
+  return dist__wait_posted(rc, &q, call, DIST__WAIT_CONTROL);
+}
+
+dist_status dist__control_all_to_all(const dist__group *g, const int64_t *send, int64_t *recv, const char *what) {
+  MPI_Request q;
+  char call[160];
+  snprintf(call, sizeof call, "MPI_Ialltoall (%s)", what);
+  int rc = MPI_Ialltoall(send, 1, MPI_INT64_T, recv, 1, MPI_INT64_T, g->comm, &q);
+  return dist__wait_posted(rc, &q, call, DIST__WAIT_CONTROL);
+}
+
+dist_status dist__control_all_reduce(const dist__group *g, const int64_t *in, int64_t *out, int n, dist_reduce_op op,
+                                     const char *what) {
+  MPI_Request q;
+  char call[160];
+  snprintf(call, sizeof call, "MPI_Iallreduce (%s)", what);
+  if (op != DIST_MIN && op != DIST_MAX && op != DIST_SUM)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: op %d is not min, max or sum", call, (int)op);
+  MPI_Op mop = op == DIST_MIN ? MPI_MIN : op == DIST_MAX ? MPI_MAX : MPI_SUM;
+  int rc = MPI_Iallreduce(in, out, n, MPI_INT64_T, mop, g->comm, &q);
+  return dist__wait_posted(rc, &q, call, DIST__WAIT_CONTROL);
 }

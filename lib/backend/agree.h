@@ -38,4 +38,15 @@ dist_status dist__round_failure(MPI_Comm comm, const dist__round *r, dist_status
                                 const char *where);
 int dist__round_hash_differs(const dist__round *r);
 
+/* Control exchanges for error paths (naming who differs after a round said
+ * that someone does): collective over g's members, waited for like the round
+ * (the fault channel can end them). The buffers must be on the heap: a wait
+ * that gives up leaves them to MPI. */
+struct dist__group;
+dist_status dist__control_all_gather(const struct dist__group *g, const void *mine, size_t bytes, void *all,
+                                     const char *what);
+dist_status dist__control_all_to_all(const struct dist__group *g, const int64_t *send, int64_t *recv, const char *what);
+dist_status dist__control_all_reduce(const struct dist__group *g, const int64_t *in, int64_t *out, int n,
+                                     dist_reduce_op op, const char *what);
+
 #endif

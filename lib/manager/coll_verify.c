@@ -52,13 +52,11 @@ static void describe_call(const dist__call *c, const dist__sig *s, char *buf, si
 /* Error path only: find the first rank whose signature differs from rank 0's. */
 static dist_status mismatch(dist__call *c) {
   int P = c->g->size;
-  MPI_Request q;
   dist__sig *all = malloc(sizeof *all * (size_t)(P + 1)), *mine = all + P;
   if (!all) return dist__error(DIST_ERR_MISMATCH, "%s: ranks of group '%s' passed different arguments", c->what,
                                c->g->name);
   *mine = c->sig;
-  int rc = MPI_Iallgather(mine, (int)sizeof *mine, MPI_BYTE, all, (int)sizeof *mine, MPI_BYTE, c->g->comm, &q);
-  DIST_CHECK(dist__wait_posted(rc, &q, "MPI_Iallgather (argument check)", DIST__WAIT_CONTROL));
+  DIST_CHECK(dist__control_all_gather(c->g, mine, sizeof *mine, all, "argument check"));
   int who = 1;
   while (who < P - 1 && memcmp(&all[who], &all[0], sizeof *all) == 0) who++;
   char a[300], b[300];
@@ -97,22 +95,18 @@ void dist__sig_exchange(dist__call *c, const int64_t *send, const int64_t *recv)
 /* Error path only: name the first (receiver, sender) pair whose counts disagree. */
 static dist_status exchange_mismatch(dist__call *c) {
   int P = c->g->size, me = c->g->rank;
-  MPI_Request q;
   /* theirs[r]: what rank r says it sends me; then mine, key, best, d[2], sum[2] */
   int64_t *theirs = calloc((size_t)(2 * P + 6), sizeof *theirs), *mine = theirs + P, *key = mine + P;
   if (!theirs) return dist__error(DIST_ERR_NO_MEMORY, "%s: count check", c->what);
   int64_t *best = key + 1, *d = key + 2, *sum = key + 4;
   memcpy(mine, c->xsend, sizeof *mine * (size_t)P);
-  DIST_CHECK(dist__wait_posted(MPI_Ialltoall(mine, 1, MPI_INT64_T, theirs, 1, MPI_INT64_T, c->g->comm, &q), &q,
-                               "MPI_Ialltoall (count check)", DIST__WAIT_CONTROL));
+  DIST_CHECK(dist__control_all_to_all(c->g, mine, theirs, "count check"));
   *key = INT64_MAX;
   for (int r = 0; r < P && *key == INT64_MAX; r++)
     if (theirs[r] != c->xrecv[r]) *key = (int64_t)me * P + r;
-  DIST_CHECK(dist__wait_posted(MPI_Iallreduce(key, best, 1, MPI_INT64_T, MPI_MIN, c->g->comm, &q), &q,
-                               "MPI_Iallreduce (count check)", DIST__WAIT_CONTROL));
+  DIST_CHECK(dist__control_all_reduce(c->g, key, best, 1, DIST_MIN, "count check"));
   if (*best == *key && *key != INT64_MAX) d[0] = theirs[*key % P], d[1] = c->xrecv[*key % P];
-  DIST_CHECK(dist__wait_posted(MPI_Iallreduce(d, sum, 2, MPI_INT64_T, MPI_SUM, c->g->comm, &q), &q,
-                               "MPI_Iallreduce (count check)", DIST__WAIT_CONTROL));
+  DIST_CHECK(dist__control_all_reduce(c->g, d, sum, 2, DIST_SUM, "count check"));
   int64_t found = *best, says = sum[0], expects = sum[1];
   free(theirs);
   if (found == INT64_MAX) /* a hash collision in the balance, or none at all */

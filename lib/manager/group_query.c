@@ -6,7 +6,7 @@
 
 /* ---- lookups ------------------------------------------------------------ */
 
-static dist_status lookup(const char *what, const char *name, const void *out, dist__group **g) {
+dist_status dist__group_lookup(const char *what, const char *name, const void *out, dist__group **g) {
   DIST_CHECK(dist__require_initialized(what));
   if (!out) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: output pointer is NULL", what);
   return dist__group_find(name, g);
@@ -22,14 +22,14 @@ dist_status dist_group_exists(const char *name, int *exists) {
 
 dist_status dist_group_size(const char *name, int *size) {
   dist__group *g;
-  DIST_CHECK(lookup("dist_group_size", name, size, &g));
+  DIST_CHECK(dist__group_lookup("dist_group_size", name, size, &g));
   *size = g->size;
   return DIST_SUCCESS;
 }
 
 dist_status dist_group_rank(const char *name, int *rank) {
   dist__group *g;
-  DIST_CHECK(lookup("dist_group_rank", name, rank, &g));
+  DIST_CHECK(dist__group_lookup("dist_group_rank", name, rank, &g));
   if (g->rank < 0)
     return dist__error(DIST_ERR_NOT_MEMBER, "world rank %d is not a member of group '%s'", dist__groups.rank, g->name);
   *rank = g->rank;
@@ -38,14 +38,14 @@ dist_status dist_group_rank(const char *name, int *rank) {
 
 dist_status dist_group_is_member(const char *name, int *is_member) {
   dist__group *g;
-  DIST_CHECK(lookup("dist_group_is_member", name, is_member, &g));
+  DIST_CHECK(dist__group_lookup("dist_group_is_member", name, is_member, &g));
   *is_member = g->rank >= 0;
   return DIST_SUCCESS;
 }
 
 dist_status dist_group_members(const char *name, int *ranks, int capacity, int *count) {
   dist__group *g;
-  DIST_CHECK(lookup("dist_group_members", name, count, &g));
+  DIST_CHECK(dist__group_lookup("dist_group_members", name, count, &g));
   /* A non-member of a one-copy group (explicit rank list) lists that copy. */
   int in_copy = dist__groups.rank;
   if (g->rank < 0) {
@@ -66,7 +66,7 @@ dist_status dist_group_members(const char *name, int *ranks, int capacity, int *
 
 dist_status dist_group_parent(const char *name, const char **parent) {
   dist__group *g;
-  DIST_CHECK(lookup("dist_group_parent", name, parent, &g));
+  DIST_CHECK(dist__group_lookup("dist_group_parent", name, parent, &g));
   *parent = g->parent >= 0 ? dist__groups.groups[g->parent]->name : NULL;
   return DIST_SUCCESS;
 }
@@ -85,23 +85,4 @@ dist_status dist_group_name_at(int index, const char **name) {
     return dist__error(DIST_ERR_INVALID_ARGUMENT, "group index %d is out of range [0, %d)", index, dist__groups.ngroups);
   *name = dist__groups.groups[index]->name;
   return DIST_SUCCESS;
-}
-
-dist_status dist_group_comm(const char *name, MPI_Comm *comm) {
-  dist__group *g;
-  DIST_CHECK(lookup("dist_group_comm", name, comm, &g));
-  *comm = g->comm;
-  return DIST_SUCCESS;
-}
-
-dist_status dist_group_name_of(MPI_Comm comm, const char **name) {
-  DIST_CHECK(dist__require_initialized("dist_group_name_of"));
-  if (!name) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_group_name_of: output pointer is NULL");
-  if (comm == MPI_COMM_NULL) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_group_name_of: comm is MPI_COMM_NULL");
-  for (int i = 0; i < dist__groups.ngroups; i++)
-    if (dist__groups.groups[i]->comm == comm) {
-      *name = dist__groups.groups[i]->name;
-      return DIST_SUCCESS;
-    }
-  return dist__error(DIST_ERR_UNKNOWN_GROUP, "the communicator is not one of distmgr's groups (use the handle from dist_group_comm)");
 }

@@ -12,6 +12,7 @@
 #include "backend/faults.h"
 #include "backend/half_ops.h"
 #include "backend/wait.h"
+#include "manager/startup.h"
 
 extern char **environ;
 

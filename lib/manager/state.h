@@ -5,7 +5,6 @@
 #ifndef DISTMGR_STATE_H
 #define DISTMGR_STATE_H
 
-#include <mpi.h>
 #include <stdint.h>
 
 #include "distmgr/mpi.h"
@@ -37,6 +36,9 @@ typedef struct dist__manager {
 
 extern dist__manager dist__state;
 extern int dist__finalized_once; /* to tell "before initialize" from "after finalize" */
+/* A public lookup's start (group_query.c): initialized, `out` not NULL, the
+ * group known. */
+dist_status dist__group_lookup(const char *what, const char *name, const void *out, dist__group **g);
 
 /* Return DIST_ERR_NOT_INITIALIZED naming `what` unless initialized. */
 dist_status dist__require_initialized(const char *what);
@@ -71,13 +73,6 @@ enum {
 #define DIST__NOTE_SHARED 2
 int dist__device_notes(const int64_t *rows, int size, int me, int *a, int *b, int *n);
 
-/* Topology: my node's communicator (MPI shared memory or DIST_RANKS_PER_NODE
- * blocks), local rank/size and node leader, checked against the launcher's
- * local values. Collective (one split). */
-dist_status dist__topology_node(MPI_Comm *node_comm, int *leader);
-/* Nodes and the groups "world", "local" (takes `node_comm` over), "cross"
- * and "self" from the gathered table. Collective; the caller agrees. */
-dist_status dist__topology_groups(const int64_t *rows, MPI_Comm *node_comm);
 
 /* The settings that must match on every rank (settings_agree.c): their hash
  * travels in initialize's first agreement round; on a difference

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "manager/state.h"
+#include "manager/startup.h"
 
 #define MPI_TRY(call)                                               \
   do {                                                              \

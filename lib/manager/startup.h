@@ -1,0 +1,18 @@
+/* The manager's MPI start-up, between manager.c and topology.c: the nodes
+ * and the built-in groups. */
+#ifndef DISTMGR_STARTUP_H
+#define DISTMGR_STARTUP_H
+
+#include <mpi.h>
+
+#include "manager/state.h"
+
+/* Topology: my node's communicator (MPI shared memory or DIST_RANKS_PER_NODE
+ * blocks), local rank/size and node leader, checked against the launcher's
+ * local values. Collective (one split). */
+dist_status dist__topology_node(MPI_Comm *node_comm, int *leader);
+/* Nodes and the groups "world", "local" (takes `node_comm` over), "cross"
+ * and "self" from the gathered table. Collective; the caller agrees. */
+dist_status dist__topology_groups(const int64_t *rows, MPI_Comm *node_comm);
+
+#endif
