@@ -52,6 +52,10 @@ typedef struct dist__backend {
   dist_status (*test)(dist__pending *p, int *done);
   /* Reductions this backend cannot do go here (NULL: none). */
   const struct dist__backend *fallback;
+  /* In-place sum of bf16 or f16 values that stay 16-bit on the wire (each
+   * step adds in f32 and rounds back): compressed gradients. NULL where the
+   * backend sums 16-bit floats itself (can_reduce) or cannot at all. */
+  dist_status (*sum16)(dist__group *g, void *buf, size_t count, dist_dtype dtype, dist__pending *pending);
 } dist__backend;
 
 extern const dist__backend dist__backend_mpi;

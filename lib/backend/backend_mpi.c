@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "backend/backend.h"
+#include "backend/half_ops.h"
 #include "backend/wait.h"
 
 static MPI_Datatype mpi_type(dist_dtype t) {
@@ -210,7 +211,19 @@ static dist_status test(dist__pending *p, int *flag) {
   return done(rc, "MPI_Test");
 }
 
+/* The 16-bit sum through a user MPI_Op (half_ops.c) on MPI_UINT16_T. */
+static dist_status sum16(dist__group *g, void *buf, size_t count, dist_dtype t, dist__pending *p) {
+  MPI_Op op;
+  int n = 0;
+  DIST_CHECK(dist__half_sum_op(t, &op));
+  DIST_CHECK(count_int(count, &n));
+  MPI_Request q_;
+  if (!p) return BLOCKING(MPI_Allreduce, MPI_Iallreduce, MPI_IN_PLACE, buf, n, MPI_UINT16_T, op, g->comm);
+  p->state = NULL;
+  return done(MPI_Iallreduce(MPI_IN_PLACE, buf, n, MPI_UINT16_T, op, g->comm, &p->mpi), "MPI_Iallreduce (16-bit sum)");
+}
+
 const dist__backend dist__backend_mpi = {
     "mpi", can_reduce, all_reduce, broadcast, reduce, all_gather_v, reduce_scatter_v,
-    gather_v, scatter_v, all_to_all_v, barrier, wait, test, NULL,
+    gather_v, scatter_v, all_to_all_v, barrier, wait, test, NULL, sum16,
 };

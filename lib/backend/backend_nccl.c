@@ -284,4 +284,5 @@ const dist__backend dist__backend_nccl = {
     "nccl", can_reduce, all_reduce, broadcast, reduce, all_gather_v, reduce_scatter_v,
     gather_v, scatter_v, all_to_all_v, barrier, wait, test,
     &dist__backend_staged, /* complex prod: not elementwise on real pairs */
+    NULL,                  /* sums f16/bf16 itself */
 };

@@ -43,3 +43,8 @@ void dist__half_ops_free(void) {
     ops[k] = MPI_OP_NULL;
   }
 }
+
+dist_status dist__half_sum_ready(dist_dtype t) {
+  MPI_Op op;
+  return dist__half_sum_op(t, &op);
+}

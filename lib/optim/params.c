@@ -1,6 +1,7 @@
 /* Parameter sets: registration, the cross-rank agreement check at commit,
  * and the initial broadcast from rank 0. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,44 +96,65 @@ static void describe(const shape_rec *r, char *buf, size_t n) {
            r->memory == DIST_MEM_CUDA ? "cuda" : "host");
 }
 
+/* The first error of a sequence of collectives that every rank makes in full
+ * (leaving one out after a local failure would leave the others waiting). */
+static void keep_first(dist_status *first, dist_status s) {
+  if (!*first) *first = s;
+}
+
 /* The rare path after a hash mismatch: name the first rank and parameter
- * that differ from rank 0. Two more collectives; only on error. */
+ * that differ from rank 0. A few more collectives, through the host
+ * backend's table; only on error. */
 static dist_status name_mismatch(const dist_params *p, dist__group *g) {
-  int count0 = p->n;
-  MPI_Bcast(&count0, 1, MPI_INT, 0, g->comm);
-  shape_rec *ref = calloc((size_t)count0 + 1, sizeof *ref);
-  int have = ref != NULL, all = 0;
-  MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_LAND, g->comm);
-  if (!all) {
+  const dist__backend *be = &dist__backend_mpi;
+  dist_status e = DIST_SUCCESS;
+  int32_t count0 = p->n;
+  keep_first(&e, be->broadcast(g, &count0, 1, DIST_I32, 0));
+  shape_rec *ref = calloc((size_t)(count0 > 0 ? count0 : 0) + 1, sizeof *ref);
+  int32_t have = ref != NULL, all = 0;
+  keep_first(&e, be->all_reduce(g, &have, &all, 1, DIST_I32, DIST_MIN, NULL));
+  if (!all || e) {
     free(ref);
-    return dist__error(DIST_ERR_MISMATCH, "dist_params_commit: ranks registered different parameter sets");
+    return e ? e : dist__error(DIST_ERR_MISMATCH, "dist_params_commit: ranks registered different parameter sets");
   }
   if (g->rank == 0)
     for (int i = 0; i < count0; i++) ref[i] = rec_of(&p->p[i]);
-  MPI_Bcast(ref, (int)(sizeof *ref * (size_t)count0), MPI_BYTE, 0, g->comm);
-  /* mine: first differing index (count0 = count differs), else INT_MAX. */
-  int mine[2] = {0x7fffffff, g->rank}, first[2];
+  keep_first(&e, be->broadcast(g, ref, sizeof *ref * (size_t)count0, DIST_U8, 0));
+  /* first[0]: the lowest first differing index over the ranks (count0 when
+   * only the counts differ, INT32_MAX when nothing does); first[1]: the
+   * lowest rank where it occurs. */
+  int32_t idx = INT32_MAX, first[2], at;
   int lim = p->n < count0 ? p->n : count0;
-  for (int i = 0; i < lim && mine[0] == 0x7fffffff; i++) {
+  for (int i = 0; i < lim && idx == INT32_MAX; i++) {
     shape_rec r = rec_of(&p->p[i]);
-    if (r.numel != ref[i].numel || r.dtype != ref[i].dtype || r.memory != ref[i].memory) mine[0] = i;
+    if (r.numel != ref[i].numel || r.dtype != ref[i].dtype || r.memory != ref[i].memory) idx = i;
   }
-  if (mine[0] == 0x7fffffff && p->n != count0) mine[0] = lim;
-  MPI_Allreduce(mine, first, 1, MPI_2INT, MPI_MINLOC, g->comm);
+  if (idx == INT32_MAX && p->n != count0) idx = lim;
+  keep_first(&e, be->all_reduce(g, &idx, &first[0], 1, DIST_I32, DIST_MIN, NULL));
+  at = idx == first[0] ? g->rank : INT32_MAX;
+  keep_first(&e, be->all_reduce(g, &at, &first[1], 1, DIST_I32, DIST_MIN, NULL));
+  if (e || first[1] < 0 || first[1] >= g->size) {
+    free(ref);
+    return e ? e : dist__error(DIST_ERR_MISMATCH, "dist_params_commit: ranks disagree on the parameter set");
+  }
   shape_rec theirs = {0, 0, 0};
-  int n_theirs = p->n;
+  int32_t n_theirs = p->n;
   if (g->rank == first[1] && first[0] < p->n) theirs = rec_of(&p->p[first[0]]);
-  MPI_Bcast(&theirs, (int)sizeof theirs, MPI_BYTE, first[1], g->comm);
-  MPI_Bcast(&n_theirs, 1, MPI_INT, first[1], g->comm);
+  keep_first(&e, be->broadcast(g, &theirs, sizeof theirs, DIST_U8, first[1]));
+  keep_first(&e, be->broadcast(g, &n_theirs, 1, DIST_I32, first[1]));
   /* Its name, from a rank that registered it, so every rank's message names it. */
   char name[DIST_PARAM_NAME_MAX + 1] = "";
   int holder = first[0] < count0 ? 0 : first[1];
-  if (first[0] != 0x7fffffff) {
+  if (first[0] != INT32_MAX) {
     if (g->rank == holder) snprintf(name, sizeof name, "%s", p->p[first[0]].name);
-    MPI_Bcast(name, (int)sizeof name, MPI_CHAR, holder, g->comm);
+    keep_first(&e, be->broadcast(g, name, sizeof name, DIST_U8, holder));
+  }
+  if (e) {
+    free(ref);
+    return e;
   }
   dist_status s;
-  if (first[0] == 0x7fffffff) {
+  if (first[0] == INT32_MAX) {
     s = dist__error(DIST_ERR_MISMATCH, "dist_params_commit: ranks disagree on the parameter set (hash differs)");
   } else if (first[0] < count0 && first[0] < n_theirs) {
     char a[64], b[64];
@@ -252,8 +274,8 @@ dist_status dist_params_max_divergence(dist_params *p, double *out) {
     dist_status ls = s ? s : dist__mem_download(q->memory, mine, q->data, bytes);
     if (!ls) ls = dist__mem_sync(q->memory);
     if (!ls) memcpy(ref, mine, bytes);
-    int rc = MPI_Bcast(ref, (int)bytes, MPI_BYTE, 0, g->comm);
-    if (!ls && rc != MPI_SUCCESS) ls = dist__mpi_error(rc, "MPI_Bcast");
+    dist_status bs = dist__backend_mpi.broadcast(g, ref, bytes, DIST_U8, 0);
+    if (!ls) ls = bs;
     for (int64_t k = 0; !ls && k < q->numel; k++) {
       double d = fabs(load(mine, q->dtype, k) - load(ref, q->dtype, k));
       if (d > worst || d != d) worst = d != d ? INFINITY : d;
@@ -264,7 +286,7 @@ dist_status dist_params_max_divergence(dist_params *p, double *out) {
   free(ref);
   DIST_CHECK(dist__agree(g->comm, s, what));
   double all;
-  MPI_Allreduce(&worst, &all, 1, MPI_DOUBLE, MPI_MAX, g->comm);
+  DIST_CHECK(dist__backend_mpi.all_reduce(g, &worst, &all, 1, DIST_F64, DIST_MAX, NULL));
   *out = all;
   return DIST_SUCCESS;
 }

@@ -63,7 +63,7 @@ dist_status dist_ddp_create(dist_params *p, const dist_ddp_options *o, dist_ddp 
   d->o = opt;
   d->o.group = g->name;
   d->sync = 1;
-  d->prog.comm = MPI_COMM_NULL;
+  dist__progress_init(&d->prog);
   if (opt.hook) d->hook = *opt.hook, d->has_hook = 1;
   s = check_options(&opt, p);
   if (!s) {
@@ -78,7 +78,7 @@ dist_status dist_ddp_create(dist_params *p, const dist_ddp_options *o, dist_ddp 
   }
   if (!s) s = dist__ddp_alloc_buffers(d);
   d->rebuild_pending = opt.rebuild_buckets;
-  if (!s && opt.progress == DIST_DDP_PROGRESS_THREAD) s = dist__ddp_progress_check();
+  if (!s && opt.progress == DIST_DDP_PROGRESS_THREAD) s = dist__progress_check("dist_ddp_create: progress = DIST_DDP_PROGRESS_THREAD");
   int differs;
   dist_status agreed = dist__agree_status_hash(g->comm, s, options_hash(&opt, d->has_hook), what, &differs);
   if (differs)
@@ -89,13 +89,13 @@ dist_status dist_ddp_create(dist_params *p, const dist_ddp_options *o, dist_ddp 
    * reducer the others dropped. */
   int moved = 0;
   if (!agreed && (opt.progress == DIST_DDP_PROGRESS_THREAD || opt.grad_as_bucket_view)) {
-    dist_status t = opt.progress == DIST_DDP_PROGRESS_THREAD ? dist__ddp_progress_start(d) : DIST_SUCCESS;
+    dist_status t = opt.progress == DIST_DDP_PROGRESS_THREAD ? dist__progress_start(&d->prog, d->g) : DIST_SUCCESS;
     if (!t && opt.grad_as_bucket_view) moved = !(t = dist__ddp_move_grads(d, 1));
     agreed = dist__agree(g->comm, t, what);
   }
   if (agreed) {
     if (moved) dist__ddp_move_grads(d, 0);
-    dist__ddp_progress_stop(d);
+    dist__progress_stop(&d->prog);
     free_ddp(d);
     return agreed;
   }
@@ -108,7 +108,7 @@ void dist_ddp_destroy(dist_ddp *d) {
   if (!d) return;
   dist_status s = dist__ddp_wait_all(d);
   if (s) dist_log(DIST_LOG_WARN, "dist_ddp_destroy: completing buckets in flight: %s", dist_last_error());
-  dist__ddp_progress_stop(d);
+  dist__progress_stop(&d->prog);
   if (d->o.grad_as_bucket_view) dist__ddp_move_grads(d, 0);
   d->p->users--;
   free_ddp(d);

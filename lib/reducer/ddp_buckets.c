@@ -81,8 +81,8 @@ dist_status dist__ddp_alloc_buffers(dist_ddp *d) {
     b->wire = b->dtype;
     b->wirebuf = b->buf;
     if (b->memory == DIST_MEM_HOST && !d->has_hook && (dist__dtype_is16(b->dtype) || d->o.compress != DIST_DDP_COMPRESS_NONE)) {
-      MPI_Op op; /* made now, so that launching a bucket cannot fail on it */
-      DIST_CHECK(dist__half_sum_op(d->o.compress == DIST_DDP_COMPRESS_F16 || b->dtype == DIST_F16 ? DIST_F16 : DIST_BF16, &op));
+      /* made now, so that launching a bucket cannot fail on it */
+      DIST_CHECK(dist__half_sum_ready(d->o.compress == DIST_DDP_COMPRESS_F16 || b->dtype == DIST_F16 ? DIST_F16 : DIST_BF16));
     }
     if (!d->has_hook && d->o.compress != DIST_DDP_COMPRESS_NONE && b->dtype == DIST_F32) {
       b->wire = d->o.compress == DIST_DDP_COMPRESS_BF16 ? DIST_BF16 : DIST_F16;

@@ -6,6 +6,7 @@
 #include <pthread.h>
 
 #include "backend/backend.h"
+#include "backend/progress.h"
 #include "optim/params_internal.h"
 
 typedef struct dist__bucket {
@@ -28,14 +29,6 @@ typedef struct dist__bucket {
 } dist__bucket;
 
 enum { DIST__BUCKET_IDLE = 0, DIST__BUCKET_LAUNCHED, DIST__BUCKET_DONE };
-
-typedef struct dist__progress {
-  pthread_t thread;
-  pthread_mutex_t lock;
-  pthread_cond_t wake;
-  int running, stop, inflight; /* inflight: buckets launched and not yet waited */
-  MPI_Comm comm;               /* a private duplicate the thread probes */
-} dist__progress;
 
 struct dist_ddp {
   dist_params *p;
@@ -75,9 +68,5 @@ void dist__ddp_rebuild(dist_ddp *d);
 dist_status dist__ddp_launch_ready(dist_ddp *d);
 dist_status dist__ddp_wait_all(dist_ddp *d);
 /* ddp_progress.c */
-dist_status dist__ddp_progress_check(void); /* local: the MPI thread level allows it */
-dist_status dist__ddp_progress_start(dist_ddp *d); /* collective (duplicates the group's communicator) */
-void dist__ddp_progress_stop(dist_ddp *d);
-void dist__ddp_progress_add(dist_ddp *d, int n); /* launched (+1) / completed (-n) */
 
 #endif

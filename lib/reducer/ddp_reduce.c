@@ -27,14 +27,7 @@ static dist_status reduce16(dist_ddp *d, dist__bucket *b, const dist__backend *b
                             dist_status *prep, char why[256]) {
   size_t n = (size_t)b->numel;
   if (be->can_reduce(t, DIST_SUM)) return be->all_reduce(d->g, buf, buf, n, t, DIST_SUM, &b->pending);
-  if (b->memory == DIST_MEM_HOST) {
-    MPI_Op op;
-    DIST_CHECK(dist__half_sum_op(t, &op));
-    if (n > 0x7fffffff) return dist__error(DIST_ERR_UNSUPPORTED, "bucket of %zu elements exceeds MPI's int count", n);
-    b->pending.state = NULL;
-    int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_UINT16_T, op, d->g->comm, &b->pending.mpi);
-    return rc == MPI_SUCCESS ? DIST_SUCCESS : dist__mpi_error(rc, "MPI_Iallreduce (16-bit sum)");
-  }
+  if (b->memory == DIST_MEM_HOST && be->sum16) return be->sum16(d->g, buf, n, t, &b->pending);
   /* Device memory without a 16-bit-capable backend (staged): keep the
    * rounding of compression but sum in f32. */
   if (t != b->wire || b->dtype != DIST_F32)
@@ -91,7 +84,7 @@ static dist_status launch(dist_ddp *d, int k) {
   if (!post || (d->has_hook && b->hook_req)) { /* posted: wait for it even after an error */
     d->bytes_sent += (uint64_t)n * dist_dtype_size(b->in_buf ? DIST_F32 : b->wire);
     b->state = DIST__BUCKET_LAUNCHED;
-    dist__ddp_progress_add(d, 1);
+    dist__progress_add(&d->prog, 1);
   }
   dist_status s = post ? post : prep;
   if (s) b->failed = 1;
@@ -137,7 +130,7 @@ static dist_status complete(dist_ddp *d, int k, int wait) {
   }
   if (done || s) {
     b->state = DIST__BUCKET_DONE;
-    dist__ddp_progress_add(d, -1);
+    dist__progress_add(&d->prog, -1);
   }
   return s ? dist__error_context(s, "DDP bucket %d", k) : DIST_SUCCESS;
 }
@@ -290,13 +283,20 @@ static dist_status fill_unmarked(dist_ddp *d, int *first_missing) {
   return DIST_SUCCESS;
 }
 
+/* (value, rank) in one word whose minimum is the lowest value, on the
+ * lowest rank that has it (MPI's MINLOC). */
+static int64_t at_rank(int32_t value, int rank) { return (int64_t)value * 4294967296LL + rank; }
+
 /* dist__agree plus the first parameter some rank left unmarked (unused =
  * ERROR), so that ranks which marked everything also name it. One
  * all-reduce, like dist__agree. */
 static dist_status agree_finalize(dist_ddp *d, dist_status local, int first_missing) {
-  int in[4] = {(int)local, d->g->rank, first_missing < 0 ? 0x7fffffff : first_missing, d->g->rank}, out[4];
-  int rc = MPI_Allreduce(in, out, 2, MPI_2INT, MPI_MINLOC, d->g->comm);
-  if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Allreduce (dist_ddp_finalize agreement)");
+  int64_t in[2] = {at_rank((int32_t)local, d->g->rank), at_rank(first_missing < 0 ? INT32_MAX : first_missing, d->g->rank)},
+          w[2];
+  DIST_CHECK(dist__backend_mpi.all_reduce(d->g, in, w, 2, DIST_I64, DIST_MIN, NULL));
+  /* floor division: a negative status keeps its rank in the low word */
+  int out[4] = {(int)((w[0] - (w[0] & 0xFFFFFFFF)) / 4294967296LL), (int)(w[0] & 0xFFFFFFFF),
+                (int)((w[1] - (w[1] & 0xFFFFFFFF)) / 4294967296LL), (int)(w[1] & 0xFFFFFFFF)};
   if (out[0] == DIST_SUCCESS) return DIST_SUCCESS;
   if (local) return local; /* this rank's own code; finalize keeps its message */
   if (out[2] < d->p->n)

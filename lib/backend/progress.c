@@ -1,10 +1,12 @@
-/* DDP progress thread: MPI advances non-blocking collectives only inside MPI
- * calls, so while buckets are in flight this thread keeps calling into MPI
- * (MPI_Iprobe on a private communicator drives the progress engine without
- * touching the main thread's requests). Needs MPI_THREAD_MULTIPLE. */
+/* A progress thread (progress.h): MPI advances non-blocking collectives
+ * only inside MPI calls, so while requests are in flight this thread keeps
+ * calling into MPI (MPI_Iprobe on a private communicator drives the progress
+ * engine without touching the main thread's requests). Needs
+ * MPI_THREAD_MULTIPLE. */
 #include <time.h>
 
-#include "reducer/ddp_internal.h"
+#include "backend/agree.h"
+#include "backend/progress.h"
 
 static void *run(void *arg) {
   dist__progress *p = arg;
@@ -26,18 +28,22 @@ static void *run(void *arg) {
   return NULL;
 }
 
-dist_status dist__ddp_progress_check(void) {
+dist_status dist__progress_check(const char *what) {
   int level = MPI_THREAD_SINGLE;
   MPI_Query_thread(&level);
   if (level < MPI_THREAD_MULTIPLE)
-    return dist__error(DIST_ERR_UNSUPPORTED, "dist_ddp_create: progress = DIST_DDP_PROGRESS_THREAD needs MPI_THREAD_MULTIPLE "
-                       "(initialize with thread_level = DIST_THREAD_MULTIPLE)");
+    return dist__error(DIST_ERR_UNSUPPORTED, "%s needs MPI_THREAD_MULTIPLE (initialize with thread_level = DIST_THREAD_MULTIPLE)",
+                       what);
   return DIST_SUCCESS;
 }
 
-dist_status dist__ddp_progress_start(dist_ddp *d) {
-  dist__progress *p = &d->prog;
-  int rc = MPI_Comm_dup(d->g->comm, &p->comm);
+void dist__progress_init(dist__progress *p) {
+  p->running = 0;
+  p->comm = MPI_COMM_NULL;
+}
+
+dist_status dist__progress_start(dist__progress *p, const dist__group *g) {
+  int rc = MPI_Comm_dup(g->comm, &p->comm);
   if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Comm_dup (progress thread)");
   pthread_mutex_init(&p->lock, NULL);
   pthread_cond_init(&p->wake, NULL);
@@ -45,14 +51,13 @@ dist_status dist__ddp_progress_start(dist_ddp *d) {
   p->inflight = 0;
   if (pthread_create(&p->thread, NULL, run, p) != 0) {
     MPI_Comm_free(&p->comm);
-    return dist__error(DIST_ERR_INTERNAL, "dist_ddp_create: pthread_create failed for the progress thread");
+    return dist__error(DIST_ERR_INTERNAL, "pthread_create failed for the progress thread");
   }
   p->running = 1;
   return DIST_SUCCESS;
 }
 
-void dist__ddp_progress_stop(dist_ddp *d) {
-  dist__progress *p = &d->prog;
+void dist__progress_stop(dist__progress *p) {
   if (!p->running) return;
   pthread_mutex_lock(&p->lock);
   p->stop = 1;
@@ -65,8 +70,7 @@ void dist__ddp_progress_stop(dist_ddp *d) {
   p->running = 0;
 }
 
-void dist__ddp_progress_add(dist_ddp *d, int n) {
-  dist__progress *p = &d->prog;
+void dist__progress_add(dist__progress *p, int n) {
   if (!p->running) return;
   pthread_mutex_lock(&p->lock);
   p->inflight += n;
