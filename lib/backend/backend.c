@@ -56,3 +56,9 @@ void dist__backend_release_group(dist__group *g) {
   (void)g;
 #endif
 }
+
+void dist__pending_init(dist__pending *p) {
+  p->mpi = MPI_REQUEST_NULL;
+  p->event = NULL;
+  p->state = NULL;
+}

@@ -73,4 +73,21 @@ dist_status dist__backend_for(dist_memory mem, dist__group *g, const dist__backe
 /* Release what backends keep per group (NCCL communicators). */
 void dist__backend_release_group(dist__group *g);
 
+/* A pending operation that has not started (waiting on it returns at once). */
+void dist__pending_init(dist__pending *p);
+
+/* Private groups (group_comm.c): a reducer's own communicator, outside the
+ * group table; collective over the world (split) or over `of`'s members
+ * (copy). A rank outside the split gets rank -1. Free with
+ * dist__group_private_free (also after a failed create). */
+dist_status dist__group_split_private(const char *name, int color, int key, dist__group *out);
+dist_status dist__group_copy_private(const char *name, const dist__group *of, dist__group *out);
+void dist__group_private_free(dist__group *g);
+void dist__group_private_clear(dist__group *g); /* none yet: freeing it does nothing */
+
+/* MPI broadcast that naps between tests while it waits: the ranks that only
+ * receive leave the cores to the sender and the network stack (DASO's node
+ * broadcasts, which last as long as a global sync). */
+dist_status dist__mpi_broadcast_napping(dist__group *g, void *buf, size_t count, dist_dtype dtype, int root);
+
 #endif

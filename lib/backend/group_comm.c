@@ -81,3 +81,76 @@ void dist__groups_free(void) {
   dist__groups.groups = NULL;
   dist__groups.ngroups = dist__groups.capacity = 0;
 }
+
+/* ---- private groups ------------------------------------------------------- */
+
+/* A private group around `comm` (taken over; MPI_COMM_NULL: not a member):
+ * my rank, the size and the world ranks of the members. */
+static dist_status private_fill(const char *name, MPI_Comm comm, dist__group *out) {
+  dist__group_private_clear(out);
+  snprintf(out->name, sizeof out->name, "%s", name);
+  out->comm = comm;
+  if (comm == MPI_COMM_NULL) return DIST_SUCCESS;
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(comm, &out->rank);
+  MPI_Comm_size(comm, &out->size);
+  out->members = malloc(sizeof(int) * (size_t)out->size);
+  int *mine = malloc(sizeof(int) * (size_t)out->size);
+  MPI_Group own, world;
+  int rc = out->members && mine ? MPI_Comm_group(comm, &own) : MPI_ERR_NO_MEM;
+  if (rc == MPI_SUCCESS) {
+    for (int i = 0; i < out->size; i++) mine[i] = i;
+    rc = MPI_Comm_group(dist__groups.world, &world);
+    if (rc == MPI_SUCCESS) rc = MPI_Group_translate_ranks(own, out->size, mine, world, out->members);
+    if (rc == MPI_SUCCESS) MPI_Group_free(&world);
+    MPI_Group_free(&own);
+  }
+  free(mine);
+  if (rc == MPI_SUCCESS) return DIST_SUCCESS;
+  dist__group_private_free(out);
+  return rc == MPI_ERR_NO_MEM ? dist__error(DIST_ERR_NO_MEMORY, "members of %s", name)
+                              : dist__mpi_error(rc, "MPI_Group_translate_ranks");
+}
+
+dist_status dist__group_split_private(const char *name, int color, int key, dist__group *out) {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rc = MPI_Comm_split(dist__groups.world, color >= 0 ? color : MPI_UNDEFINED, key, &comm);
+  if (rc != MPI_SUCCESS) {
+    private_fill(name, MPI_COMM_NULL, out);
+    return dist__mpi_error(rc, "MPI_Comm_split");
+  }
+  return private_fill(name, comm, out);
+}
+
+dist_status dist__group_copy_private(const char *name, const dist__group *of, dist__group *out) {
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Group world, members;
+  int rc = MPI_Comm_group(dist__groups.world, &world);
+  if (rc == MPI_SUCCESS) {
+    rc = MPI_Group_incl(world, of->size, of->members, &members);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_create_group(dist__groups.world, members, 0x0da5, &comm);
+    if (rc == MPI_SUCCESS) MPI_Group_free(&members);
+    MPI_Group_free(&world);
+  }
+  if (rc != MPI_SUCCESS) {
+    private_fill(name, MPI_COMM_NULL, out);
+    return dist__mpi_error(rc, "MPI_Comm_create_group");
+  }
+  return private_fill(name, comm, out);
+}
+
+void dist__group_private_free(dist__group *g) {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  dist__backend_release_group(g);
+  if (!finalized && g->comm != MPI_COMM_NULL) MPI_Comm_free(&g->comm);
+  g->comm = MPI_COMM_NULL;
+  free(g->members);
+  g->members = NULL;
+}
+
+void dist__group_private_clear(dist__group *g) {
+  memset(g, 0, sizeof *g);
+  g->parent = g->index = g->rank = -1;
+  g->comm = MPI_COMM_NULL;
+}

@@ -36,19 +36,10 @@ static dist_status check_options(const dist_daso_options *o) {
 /* The cross communicator for my local rank, built as the option asks; both
  * give the same ranks in world order. */
 static dist_status make_cross(dist_daso *d) {
-  if (!d->o.use_mpi_groups) {
-    int rc = MPI_Comm_split(dist__groups.world, d->lrank, dist__groups.rank, &d->cross);
-    return rc == MPI_SUCCESS ? DIST_SUCCESS : dist__mpi_error(rc, "MPI_Comm_split (DASO)");
-  }
+  if (!d->o.use_mpi_groups) return dist__group_split_private("DASO cross", d->lrank, dist__groups.rank, &d->cross);
   dist__group *cross;
-  DIST_CHECK(dist__group_find("cross", &cross));
-  MPI_Group wg, cg;
-  MPI_Comm_group(dist__groups.world, &wg);
-  int rc = MPI_Group_incl(wg, cross->size, cross->members, &cg);
-  if (rc == MPI_SUCCESS) rc = MPI_Comm_create_group(dist__groups.world, cg, 0x0da5, &d->cross);
-  MPI_Group_free(&wg);
-  if (rc == MPI_SUCCESS) MPI_Group_free(&cg);
-  return rc == MPI_SUCCESS ? DIST_SUCCESS : dist__mpi_error(rc, "MPI_Comm_create_group (DASO)");
+  dist_status s = dist__group_find("cross", &cross);
+  return s ? s : dist__group_copy_private("DASO cross", cross, &d->cross);
 }
 
 static void init_schedule(dist_daso *d) {
@@ -63,7 +54,7 @@ static void init_schedule(dist_daso *d) {
 
 static void free_daso(dist_daso *d) {
   dist__daso_sync_free(d);
-  if (d->cross != MPI_COMM_NULL) MPI_Comm_free(&d->cross);
+  dist__group_private_free(&d->cross);
   dist_ddp_destroy(d->ddp);
   free(d);
 }
@@ -101,8 +92,9 @@ static dist_status setup(dist_daso *d, const dist_daso_options *o, const char *w
   int differs;
   s = dist__agree_status_hash(dist__groups.world, s, options_hash(o), what, &differs);
   if (differs) return dist__error(s, "%s: ranks passed different options", what);
-  if (!s && MPI_Allreduce(sizes, ext, 2, MPI_INT, MPI_MAX, dist__groups.world) != MPI_SUCCESS)
-    s = dist__error(DIST_ERR_MPI, "%s: MPI_Allreduce", what);
+  dist__group *all = NULL;
+  if (!s) s = dist__group_find("world", &all);
+  if (!s) s = dist__backend_mpi.all_reduce(all, sizes, ext, 2, DIST_I32, DIST_MAX, NULL);
   if (!s && ext[0] != -ext[1])
     s = dist__error(DIST_ERR_UNSUPPORTED, "%s: nodes have between %d and %d ranks; DASO needs the same number on every node",
                     what, -ext[1], ext[0]);
@@ -117,7 +109,7 @@ dist_status dist_daso_create(dist_optim *opt, const dist_daso_options *o, dist_d
     d->opt = opt;
     d->p = dist_optim_params(opt);
     d->o = *o;
-    d->cross = MPI_COMM_NULL;
+    dist__group_private_clear(&d->cross);
   }
   dist_status s = !out || !opt || !o ? dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: %s is NULL", what,
                                                    !out ? "out" : !opt ? "optimizer" : "options")
@@ -284,14 +276,14 @@ dist_status dist_daso_epoch_loss_logic(dist_daso *d, double loss, int already_av
   /* Both all-reduces run whatever already_averaged says, so that ranks
    * passing different values still call the same collectives. */
   double avg = 0;
-  int rc = MPI_Allreduce(&loss, &avg, 1, MPI_DOUBLE, MPI_SUM, dist__groups.world);
-  if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Allreduce (DASO loss)");
+  dist__group *world;
+  DIST_CHECK(dist__group_find("world", &world));
+  DIST_CHECK(dist__backend_mpi.all_reduce(world, &loss, &avg, 1, DIST_F64, DIST_SUM, NULL));
   if (already_averaged) avg = loss;
   else avg /= dist__groups.size;
   int aa = already_averaged != 0;
   double v[9] = {avg, -avg, d->s.epoch, -d->s.epoch, d->s.cur, -d->s.cur, !isfinite(loss), aa, -aa}, mx[9];
-  rc = MPI_Allreduce(v, mx, 9, MPI_DOUBLE, MPI_MAX, dist__groups.world);
-  if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Allreduce (DASO loss check)");
+  DIST_CHECK(dist__backend_mpi.all_reduce(world, v, mx, 9, DIST_F64, DIST_MAX, NULL));
   if (mx[2] != -mx[3] || mx[4] != -mx[5])
     return dist__error(DIST_ERR_MISMATCH, "%s: ranks are at different points (epochs %g to %g, batches %g to %g)", what,
                        -mx[3], mx[2], -mx[5], mx[4]);

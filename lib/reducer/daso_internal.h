@@ -6,13 +6,14 @@
 
 #include "reducer/daso_schedule.h"
 #include "optim/params_internal.h"
+#include "backend/backend.h"
 
 struct dist_daso {
   dist_optim *opt;
   dist_params *p;
   dist_ddp *ddp;        /* node-local gradient averaging on "local" */
   dist__group *local;
-  MPI_Comm cross;       /* my local rank's ranks on every node (DASO's own, per use_mpi_groups) */
+  dist__group cross;    /* my local rank's ranks on every node (DASO's own, per use_mpi_groups; private) */
   int nodes, lrank, lsize;
   dist_daso_options o;
   dist_lr_schedule schedule;
@@ -30,8 +31,7 @@ struct dist_daso {
   void *wire;           /* n + 1 elements of o.downcast: changes since ref, then the non-finite flag */
   void *sent;           /* MERGE_DELTA: what this rank sent (ref + its rounded change), laid out as ref */
   void *stage;          /* a host copy of one device parameter (NULL when all are on the host) */
-  MPI_Op op;            /* the sum for the wire type */
-  MPI_Request *req;     /* one per chunk */
+  dist__pending *req;   /* one per chunk */
   int nchunks;
   int inflight;         /* my chunks are in flight */
   dist_status send_error; /* packing failed here: sent as the flag, reported at the receive */

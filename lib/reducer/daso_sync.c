@@ -75,19 +75,18 @@ dist_status dist__daso_sync_init(dist_daso *d) {
   if ((d->n + 1 + chunk - 1) / chunk > 0x7fffffff) return dist__error(DIST_ERR_UNSUPPORTED, "dist_daso_create: too many chunks");
   d->ref = malloc(d->nbytes + 1);
   d->wire = malloc(wsize(d) * (size_t)(d->n + 1));
-  d->req = malloc(sizeof(MPI_Request) * (size_t)d->nchunks);
+  d->req = malloc(sizeof *d->req * (size_t)d->nchunks);
   if (d->o.merge == DIST_DASO_MERGE_DELTA) d->sent = malloc(d->nbytes + 1);
   if (stage) d->stage = malloc(stage);
   if (!d->ref || !d->wire || !d->req || (d->o.merge == DIST_DASO_MERGE_DELTA && !d->sent) || (stage && !d->stage))
     return dist__error(DIST_ERR_NO_MEMORY, "dist_daso_create: buffers for %lld parameters", (long long)d->n);
-  for (int c = 0; c < d->nchunks; c++) d->req[c] = MPI_REQUEST_NULL;
-  if (d->o.downcast != DIST_F32) DIST_CHECK(dist__half_sum_op(d->o.downcast, &d->op)); /* so that a send cannot fail on it */
-  else d->op = MPI_SUM;
+  for (int c = 0; c < d->nchunks; c++) dist__pending_init(&d->req[c]);
+  if (d->o.downcast != DIST_F32) DIST_CHECK(dist__half_sum_ready(d->o.downcast)); /* so that a send cannot fail on it */
   return dist__daso_set_ref(d);
 }
 
 void dist__daso_sync_free(dist_daso *d) {
-  if (d->inflight) MPI_Waitall(d->nchunks, d->req, MPI_STATUSES_IGNORE);
+  for (int c = 0; d->inflight && c < d->nchunks; c++) dist__backend_mpi.wait(&d->req[c]);
   free(d->ref);
   free(d->wire);
   free(d->req);
@@ -139,14 +138,16 @@ dist_status dist__daso_send(dist_daso *d, int sender) {
   if (d->lrank != sender) return DIST_SUCCESS;
   if (d->inflight) return dist__error(DIST_ERR_INTERNAL, "DASO: a send is already in flight");
   set_flag(d, pack_all(d));
-  MPI_Datatype t = d->o.downcast == DIST_F32 ? MPI_FLOAT : MPI_UINT16_T;
+  const dist__backend *be = &dist__backend_mpi;
   int64_t total = d->n + 1, chunk = d->o.sending_chunk_size;
   for (int c = 0; c < d->nchunks; c++) {
     int64_t lo = c * chunk, len = total - lo < chunk ? total - lo : chunk;
-    int rc = MPI_Iallreduce(MPI_IN_PLACE, (char *)d->wire + (size_t)lo * wsize(d), (int)len, t, d->op, d->cross, &d->req[c]);
-    if (rc != MPI_SUCCESS) {
-      MPI_Waitall(c, d->req, MPI_STATUSES_IGNORE);
-      return dist__mpi_error(rc, "MPI_Iallreduce (DASO parameters)");
+    void *at = (char *)d->wire + (size_t)lo * wsize(d);
+    dist_status s = d->o.downcast == DIST_F32 ? be->all_reduce(&d->cross, at, at, (size_t)len, DIST_F32, DIST_SUM, &d->req[c])
+                                              : be->sum16(&d->cross, at, (size_t)len, d->o.downcast, &d->req[c]);
+    if (s) {
+      for (int k = 0; k < c; k++) be->wait(&d->req[k]);
+      return s;
     }
   }
   d->inflight = 1;
@@ -157,9 +158,12 @@ dist_status dist__daso_send(dist_daso *d, int sender) {
 
 dist_status dist__daso_poke(dist_daso *d) {
   if (!d->inflight) return DIST_SUCCESS;
-  int done = 0; /* completed requests become MPI_REQUEST_NULL: the later Waitall returns at once */
-  int rc = MPI_Testall(d->nchunks, d->req, &done, MPI_STATUSES_IGNORE);
-  return rc == MPI_SUCCESS ? DIST_SUCCESS : dist__mpi_error(rc, "MPI_Testall (DASO parameters)");
+  /* completed requests are done: the later waits return at once */
+  for (int c = 0; c < d->nchunks; c++) {
+    int done = 0;
+    DIST_CHECK(dist__backend_mpi.test(&d->req[c], &done));
+  }
+  return DIST_SUCCESS;
 }
 
 /* The sender's side: wait for every chunk (Heat waits for one at most),
@@ -168,8 +172,10 @@ dist_status dist__daso_poke(dist_daso *d) {
  * be merged here (a failed device copy), so it stays equal across the cross
  * group; the first failure is returned. */
 static dist_status finish(dist_daso *d, int blocking, int btw, int *merged) {
-  dist_status ws = dist__waitall(d->nchunks, d->req, "MPI_Iallreduce (DASO parameters)");
-  if (ws) return ws; /* left in flight: the job cannot continue (see wait.h) */
+  for (int c = 0; c < d->nchunks; c++) {
+    dist_status ws = dist__backend_mpi.wait(&d->req[c]);
+    if (ws) return ws; /* left in flight: the job cannot continue (see wait.h) */
+  }
   d->inflight = 0;
   if (d->send_error) {
     dist_status e = d->send_error;
@@ -216,24 +222,13 @@ static dist_status finish(dist_daso *d, int blocking, int btw, int *merged) {
  * link does: wait without spinning, so that the sender and the network
  * stack get the cores (bench/daso, 4 ranks on 2 cores: blocking syncs 11 %
  * faster). A 50 us nap is noise against a sync of milliseconds. */
-static int quiet_bcast(int *v, int n, int root, MPI_Comm comm) {
-  MPI_Request q;
-  int rc = MPI_Ibcast(v, n, MPI_INT, root, comm, &q), done = 0;
-  while (rc == MPI_SUCCESS && (rc = MPI_Test(&q, &done, MPI_STATUS_IGNORE)) == MPI_SUCCESS && !done) {
-    struct timespec nap = {0, 50000};
-    nanosleep(&nap, NULL);
-  }
-  return rc;
-}
-
 /* My copy of the group's agreed parameters from the node's sender, in
  * pieces that fit MPI's int count. */
 static dist_status bcast_ref(dist_daso *d, int sender) {
   const size_t piece = (size_t)1 << 30;
   for (size_t off = 0; off < d->nbytes; off += piece) {
     size_t len = d->nbytes - off < piece ? d->nbytes - off : piece;
-    int rc = MPI_Bcast((char *)d->ref + off, (int)len, MPI_BYTE, sender, d->local->comm);
-    if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Bcast (DASO agreed parameters)");
+    DIST_CHECK(dist__backend_mpi.broadcast(d->local, (char *)d->ref + off, len, DIST_U8, sender));
   }
   return DIST_SUCCESS;
 }
@@ -248,12 +243,11 @@ dist_status dist__daso_receive(dist_daso *d, int sender, int blocking, int btw) 
    * (then the node follows the sender even if part of it failed there). */
   char why[512] = "";
   if (s) snprintf(why, sizeof why, "%s", dist_last_error());
-  int st[2] = {(int)s, merged};
-  int rc = quiet_bcast(st, 2, sender, d->local->comm);
-  if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Ibcast (DASO status)");
+  int32_t st[2] = {(int32_t)s, merged};
+  DIST_CHECK(dist__mpi_broadcast_napping(d->local, st, 2, DIST_I32, sender));
   if (st[0]) { /* the sender's reason too (e.g. the NaN), not just the code */
-    rc = MPI_Bcast(why, (int)sizeof why, MPI_CHAR, sender, d->local->comm);
-    if (rc != MPI_SUCCESS && !s) return dist__mpi_error(rc, "MPI_Bcast (DASO status)");
+    dist_status bs = dist__backend_mpi.broadcast(d->local, why, sizeof why, DIST_U8, sender);
+    if (bs && !s) return bs;
     why[sizeof why - 1] = '\0';
     if (!st[1]) return s ? dist__error(s, "%s", why)
                          : dist__error((dist_status)st[0], "DASO global sync failed on local rank %d of this node: %s",
