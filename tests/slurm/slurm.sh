@@ -79,10 +79,15 @@ check "${batch_mpirun%% *} inside sbatch detected as $batch_says" 2 "^\\[$batch_
 # Debian's CLI being broken): refused with what is true and what works
 # today; with one process per task and DIST_INIT_METHOD=SLURM it runs with
 # Open MPI (PMIx), while MPICH's pmi2 connection is closed by torchrun.
+# A port free now, for each step: a fixed one can still be held (TIME_WAIT,
+# another job) and torchrun's store then fails to bind ("Address already in use").
+free_port() {
+  /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
 torchrun_step() { # torchrun_step NPROC_PER_NODE: 2 srun tasks, one torchrun each
   timeout 120 $SRUN 2 sh -c 'exec /usr/bin/python3 "$0" --nnodes=2 --node_rank="$SLURM_PROCID" \
     --master_addr=127.0.0.1 --master_port="$1" --nproc_per_node="$2" --no_python "$3"' \
-    "$here/torchrun.py" $((20000 + $$ % 20000)) "$1" "$B/examples/hello" 2>&1
+    "$here/torchrun.py" "$(free_port)" "$1" "$B/examples/hello" 2>&1
 }
 if /usr/bin/python3 -c 'import torch.distributed.run' >/dev/null 2>&1; then
   out=$(torchrun_step 2)
