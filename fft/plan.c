@@ -172,9 +172,9 @@ static dist_status build(dist_fft_plan *p, const dist__call *c) {
   if (!s) s = p->eng->alloc(p, cs * p->a_elems, &p->A);
   if (!s) s = p->eng->alloc(p, cs * w_elems, &p->W);
   if (!s) s = p->eng->alloc(p, cs * t_alloc, &p->T);
-  if (p->P > 1) s = dist__agree(c->g->comm, s, WHAT);
+  if (p->P > 1) s = dist__agree_group(c->g, s, WHAT);
   if (!s) s = p->eng->create(p, c->g);
-  if (p->P > 1) s = dist__agree(c->g->comm, s, WHAT);
+  if (p->P > 1) s = dist__agree_group(c->g, s, WHAT);
   return s;
 }
 

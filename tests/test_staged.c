@@ -98,7 +98,7 @@ static void expect_others(dist_status s, int failing, const char *what) {
 /* Every rank is at the same collective: one more all-reduce must sum to W. */
 static void expect_in_step(dist__group *g) {
   int one = 1, sum = 0;
-  CU_ASSERT_EQUAL_FATAL(MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, g->comm), MPI_SUCCESS);
+  CU_ASSERT_EQUAL_FATAL(MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, dist__comm(g)), MPI_SUCCESS);
   CU_ASSERT_EQUAL(sum, W);
 }
 

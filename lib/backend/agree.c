@@ -13,6 +13,7 @@
 #include "core/fault.h"
 #include "core/hash.h"
 #include "backend/agree.h"
+#include "backend/backend.h"
 #include "backend/wait.h"
 
 
@@ -164,7 +165,7 @@ dist_status dist__control_all_gather(const dist__group *g, const void *mine, siz
   char call[160];
   snprintf(call, sizeof call, "MPI_Iallgather (%s)", what);
   if (bytes > INT_MAX) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: %zu bytes per rank", call, bytes);
-  int rc = MPI_Iallgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, g->comm, &q);
+  int rc = MPI_Iallgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, dist__comm(g), &q);
   return dist__wait_posted(rc, &q, call, DIST__WAIT_CONTROL);
 }
 
@@ -172,7 +173,7 @@ dist_status dist__control_all_to_all(const dist__group *g, const int64_t *send, 
   MPI_Request q;
   char call[160];
   snprintf(call, sizeof call, "MPI_Ialltoall (%s)", what);
-  int rc = MPI_Ialltoall(send, 1, MPI_INT64_T, recv, 1, MPI_INT64_T, g->comm, &q);
+  int rc = MPI_Ialltoall(send, 1, MPI_INT64_T, recv, 1, MPI_INT64_T, dist__comm(g), &q);
   return dist__wait_posted(rc, &q, call, DIST__WAIT_CONTROL);
 }
 
@@ -184,6 +185,30 @@ dist_status dist__control_all_reduce(const dist__group *g, const int64_t *in, in
   if (op != DIST_MIN && op != DIST_MAX && op != DIST_SUM)
     return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: op %d is not min, max or sum", call, (int)op);
   MPI_Op mop = op == DIST_MIN ? MPI_MIN : op == DIST_MAX ? MPI_MAX : MPI_SUM;
-  int rc = MPI_Iallreduce(in, out, n, MPI_INT64_T, mop, g->comm, &q);
+  int rc = MPI_Iallreduce(in, out, n, MPI_INT64_T, mop, dist__comm(g), &q);
   return dist__wait_posted(rc, &q, call, DIST__WAIT_CONTROL);
+}
+
+/* ---- the same on groups ------------------------------------------------------ */
+
+dist_status dist__agree_group(const dist__group *g, dist_status mine, const char *what) {
+  return dist__agree(dist__comm(g), mine, what);
+}
+
+dist_status dist__agree_status_hash_group(const dist__group *g, dist_status mine, uint64_t hash, const char *what,
+                                          int *differs) {
+  return dist__agree_status_hash(dist__comm(g), mine, hash, what, differs);
+}
+
+dist__round dist__round_init_group(const dist__group *g, dist_status local, uint64_t hash) {
+  return dist__round_init(dist__comm(g), local, hash);
+}
+
+dist_status dist__round_run_group(const dist__group *g, dist__round *r, const char *call) {
+  return dist__round_run(dist__comm(g), r, call);
+}
+
+dist_status dist__round_failure_group(const dist__group *g, const dist__round *r, dist_status local, const char *what,
+                                      const char *where) {
+  return dist__round_failure(dist__comm(g), r, local, what, where);
 }

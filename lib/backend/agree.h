@@ -38,11 +38,21 @@ dist_status dist__round_failure(MPI_Comm comm, const dist__round *r, dist_status
                                 const char *where);
 int dist__round_hash_differs(const dist__round *r);
 
+/* The same on a group's members, for every layer above the backends (which
+ * do not handle communicators). */
+struct dist__group;
+dist_status dist__agree_group(const struct dist__group *g, dist_status mine, const char *what);
+dist_status dist__agree_status_hash_group(const struct dist__group *g, dist_status mine, uint64_t hash, const char *what,
+                                          int *differs);
+dist__round dist__round_init_group(const struct dist__group *g, dist_status local, uint64_t hash);
+dist_status dist__round_run_group(const struct dist__group *g, dist__round *r, const char *call);
+dist_status dist__round_failure_group(const struct dist__group *g, const dist__round *r, dist_status local,
+                                      const char *what, const char *where);
+
 /* Control exchanges for error paths (naming who differs after a round said
  * that someone does): collective over g's members, waited for like the round
  * (the fault channel can end them). The buffers must be on the heap: a wait
  * that gives up leaves them to MPI. */
-struct dist__group;
 dist_status dist__control_all_gather(const struct dist__group *g, const void *mine, size_t bytes, void *all,
                                      const char *what);
 dist_status dist__control_all_to_all(const struct dist__group *g, const int64_t *send, int64_t *recv, const char *what);

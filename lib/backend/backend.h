@@ -19,6 +19,12 @@
 #include "backend/engine.h"
 #include "backend/agree.h"
 
+/* The MPI backend's part of a group: its communicator. */
+struct dist__mpi_group {
+  MPI_Comm comm;
+};
+static inline MPI_Comm dist__comm(const dist__group *g) { return g->mpi ? g->mpi->comm : MPI_COMM_NULL; }
+
 typedef struct dist__pending {
   MPI_Request mpi;
   void *event;    /* cudaEvent_t of stream-ordered backends */
@@ -72,6 +78,21 @@ dist_status dist__backend_for(dist_memory mem, dist__group *g, const dist__backe
 
 /* Release what backends keep per group (NCCL communicators). */
 void dist__backend_release_group(dist__group *g);
+
+/* Groups with their communicators (group_comm.c). */
+/* Add a group with this layout (taken over) after creating its communicator
+ * with MPI_Comm_split over the world. Collective over the world. */
+dist_status dist__group_add(const char *name, int parent, dist__layout *layout);
+/* Add n groups of one parent with one agreement: all of them or, on any
+ * rank's failure (`local`: computing the layouts failed here), none. The
+ * layouts are taken over. Collective. */
+dist_status dist__group_add_all(int n, const char *const *names, int parent, dist__layout *layouts,
+                                dist_status local);
+/* Add a group whose communicator `comm` (MPI_COMM_NULL for non-members) the
+ * caller made; both taken over, freed on failure. Local: the caller makes
+ * every rank agree (start-up adds the built-in groups with one agreement). */
+dist_status dist__group_keep(const char *name, int parent, dist__layout *layout, MPI_Comm comm);
+void dist__groups_free(void);
 
 /* A pending operation that has not started (waiting on it returns at once). */
 void dist__pending_init(dist__pending *p);

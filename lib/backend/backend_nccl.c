@@ -33,8 +33,8 @@ static dist_status comm_of(dist__group *g, ncclComm_t *out) {
       ncclResult_t r = ncclGetUniqueId(&id);
       if (r != ncclSuccess) mine = nccl_error(r, "ncclGetUniqueId");
     }
-    DIST_CHECK(dist__agree(g->comm, mine, "loading NCCL and ncclGetUniqueId"));
-    int rc = MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, g->comm);
+    DIST_CHECK(dist__agree(dist__comm(g), mine, "loading NCCL and ncclGetUniqueId"));
+    int rc = MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, dist__comm(g));
     if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Bcast (NCCL unique id)");
     ncclComm_t comm;
     NCCL_CALL(ncclCommInitRank(&comm, g->size, id, g->rank));
@@ -269,7 +269,7 @@ static dist_status all_to_all_v(dist__group *g, const void *send, const size_t *
 static dist_status barrier(dist__group *g) {
   DIST_CHECK(dist__mem_sync(DIST_MEM_CUDA));
   MPI_Request q;
-  int rc = MPI_Ibarrier(g->comm, &q);
+  int rc = MPI_Ibarrier(dist__comm(g), &q);
   return dist__wait_posted(rc, &q, "MPI_Ibarrier", DIST__WAIT_DATA);
 }
 

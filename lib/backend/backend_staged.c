@@ -43,7 +43,7 @@ static dist_status host_copy(const void *src, size_t bytes, void **out, late *l)
  * Then no rank copies its result back, and every rank returns an error. */
 static void agree_late(const dist__group *g, late *l) {
   int in[2] = {(int)l->s, g->rank}, out[2];
-  int rc = MPI_Allreduce(in, out, 1, MPI_2INT, MPI_MINLOC, g->comm);
+  int rc = MPI_Allreduce(in, out, 1, MPI_2INT, MPI_MINLOC, dist__comm(g));
   if (l->s) return;
   if (rc != MPI_SUCCESS) {
     l->s = dist__mpi_error(rc, "MPI_Allreduce (staged collective: agreeing on the device copies)");

@@ -29,7 +29,7 @@ dist_status dist__board_open(void) {
   if (dist__engine.timeout <= 0 || dist__groups.size == 1) return DIST_SUCCESS;
   board *b = calloc(1, sizeof *b);
   entry *mine = calloc(1, sizeof *mine);
-  int rc = b && mine ? MPI_Win_create(mine, (MPI_Aint)sizeof *mine, 1, MPI_INFO_NULL, dist__groups.world, &b->win) : MPI_ERR_NO_MEM;
+  int rc = b && mine ? MPI_Win_create(mine, (MPI_Aint)sizeof *mine, 1, MPI_INFO_NULL, dist__engine.world, &b->win) : MPI_ERR_NO_MEM;
   if (rc == MPI_SUCCESS) {
     b->mine = mine;
     b->mine->group = -1;

@@ -21,6 +21,7 @@ typedef struct dist__current {
 
 typedef struct dist__engine_state {
   /* set by the manager */
+  MPI_Comm world;              /* the manager's world (MPI_COMM_NULL before initialize) */
   int up;                      /* the manager is initialized: control waits watch the fault channel */
   double timeout;              /* DIST_TIMEOUT in seconds; <= 0: off */
   int cuda_backend;            /* DIST_CUDA_BACKEND (DIST__CUDA_*) */

@@ -35,7 +35,7 @@ static int32_t session;
 dist_status dist__faults_open(void) {
   inbox = calloc((size_t)dist__groups.size * DIST__FAULT_TYPES, sizeof *inbox);
   /* The duplicate is collective: made on every rank, whatever the allocation did. */
-  int rc = MPI_Comm_dup(dist__groups.world, &dist__engine.faults);
+  int rc = MPI_Comm_dup(dist__engine.world, &dist__engine.faults);
   if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Comm_dup (fault channel)");
   MPI_Comm_set_errhandler(dist__engine.faults, MPI_ERRORS_RETURN);
   session++;

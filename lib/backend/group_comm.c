@@ -9,30 +9,56 @@
 
 static void free_group(dist__group *g);
 
+/* g's MPI part: takes comm over (MPI_COMM_NULL: not a member, nothing kept;
+ * on failure comm is freed). */
+static dist_status attach(dist__group *g, MPI_Comm comm) {
+  g->mpi = NULL;
+  if (comm == MPI_COMM_NULL) return DIST_SUCCESS;
+  g->mpi = malloc(sizeof *g->mpi);
+  if (!g->mpi) {
+    MPI_Comm_free(&comm);
+    return dist__error(DIST_ERR_NO_MEMORY, "group '%s': its MPI part", g->name);
+  }
+  g->mpi->comm = comm;
+  return DIST_SUCCESS;
+}
+
+static void detach(dist__group *g) {
+  if (!g->mpi) return;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && g->mpi->comm != MPI_COMM_NULL) MPI_Comm_free(&g->mpi->comm);
+  free(g->mpi);
+  g->mpi = NULL;
+}
+
 dist_status dist__group_keep(const char *name, int parent, dist__layout *layout, MPI_Comm comm) {
   dist__group g, *kept;
   memset(&g, 0, sizeof g);
   snprintf(g.name, sizeof g.name, "%s", name);
   g.parent = parent;
   g.rank = -1;
-  g.comm = comm;
   dist_status s = dist__group_reserve();
   kept = s ? NULL : malloc(sizeof *kept);
   if (!s && !kept) s = dist__error(DIST_ERR_NO_MEMORY, "group '%s'", name);
-  if (!s && g.comm != MPI_COMM_NULL) {
-    MPI_Comm_set_errhandler(g.comm, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(g.comm, &g.rank);
-    MPI_Comm_size(g.comm, &g.size);
+  if (!s && comm != MPI_COMM_NULL) {
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm, &g.rank);
+    MPI_Comm_size(comm, &g.size);
     g.members = malloc(sizeof(int) * (size_t)g.size);
     if (!g.members) s = dist__error(DIST_ERR_NO_MEMORY, "member list of group '%s'", name);
     else dist__layout_members(layout, dist__groups.rank, g.members);
   } else {
     g.size = layout->size;
   }
+  if (!s) {
+    s = attach(&g, comm); /* takes comm over, frees it on failure */
+    comm = MPI_COMM_NULL;
+  }
   if (s) {
     free(kept);
     free(g.members);
-    if (g.comm != MPI_COMM_NULL) MPI_Comm_free(&g.comm);
+    if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
     return s;
   }
   g.layout = *layout; /* the table takes the layout over */
@@ -51,12 +77,12 @@ dist_status dist__group_add_all(int n, const char *const *names, int parent, dis
     /* Split on every rank even after a local failure: the others are in it. */
     MPI_Comm comm = MPI_COMM_NULL;
     int color = s || !layouts[k].color ? -1 : layouts[k].color[dist__groups.rank];
-    int rc = MPI_Comm_split(dist__groups.world, color >= 0 ? color : MPI_UNDEFINED, color >= 0 ? layouts[k].key[dist__groups.rank] : 0, &comm);
+    int rc = MPI_Comm_split(dist__engine.world, color >= 0 ? color : MPI_UNDEFINED, color >= 0 ? layouts[k].key[dist__groups.rank] : 0, &comm);
     if (!s) s = rc != MPI_SUCCESS ? dist__mpi_error(rc, "MPI_Comm_split") : dist__group_keep(names[k], parent, &layouts[k], comm);
     else if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
   }
   /* Every rank must add the groups, or the tables would diverge. */
-  s = dist__agree(dist__groups.world, s, n > 1 ? "creating process groups" : "creating a process group");
+  s = dist__agree(dist__engine.world, s, n > 1 ? "creating process groups" : "creating a process group");
   while (s && dist__groups.ngroups > before) free_group(dist__groups.groups[--dist__groups.ngroups]); /* kept here, failed elsewhere */
   return s;
 }
@@ -66,10 +92,8 @@ dist_status dist__group_add(const char *name, int parent, dist__layout *layout) 
 }
 
 static void free_group(dist__group *g) {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
   dist__backend_release_group(g);
-  if (!finalized && g->comm != MPI_COMM_NULL) MPI_Comm_free(&g->comm);
+  detach(g);
   free(g->members);
   dist__layout_free(&g->layout);
   free(g);
@@ -89,8 +113,8 @@ void dist__groups_free(void) {
 static dist_status private_fill(const char *name, MPI_Comm comm, dist__group *out) {
   dist__group_private_clear(out);
   snprintf(out->name, sizeof out->name, "%s", name);
-  out->comm = comm;
-  if (comm == MPI_COMM_NULL) return DIST_SUCCESS;
+  DIST_CHECK(attach(out, comm));
+  if (!out->mpi) return DIST_SUCCESS;
   MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm, &out->rank);
   MPI_Comm_size(comm, &out->size);
@@ -100,7 +124,7 @@ static dist_status private_fill(const char *name, MPI_Comm comm, dist__group *ou
   int rc = out->members && mine ? MPI_Comm_group(comm, &own) : MPI_ERR_NO_MEM;
   if (rc == MPI_SUCCESS) {
     for (int i = 0; i < out->size; i++) mine[i] = i;
-    rc = MPI_Comm_group(dist__groups.world, &world);
+    rc = MPI_Comm_group(dist__engine.world, &world);
     if (rc == MPI_SUCCESS) rc = MPI_Group_translate_ranks(own, out->size, mine, world, out->members);
     if (rc == MPI_SUCCESS) MPI_Group_free(&world);
     MPI_Group_free(&own);
@@ -114,7 +138,7 @@ static dist_status private_fill(const char *name, MPI_Comm comm, dist__group *ou
 
 dist_status dist__group_split_private(const char *name, int color, int key, dist__group *out) {
   MPI_Comm comm = MPI_COMM_NULL;
-  int rc = MPI_Comm_split(dist__groups.world, color >= 0 ? color : MPI_UNDEFINED, key, &comm);
+  int rc = MPI_Comm_split(dist__engine.world, color >= 0 ? color : MPI_UNDEFINED, key, &comm);
   if (rc != MPI_SUCCESS) {
     private_fill(name, MPI_COMM_NULL, out);
     return dist__mpi_error(rc, "MPI_Comm_split");
@@ -125,10 +149,10 @@ dist_status dist__group_split_private(const char *name, int color, int key, dist
 dist_status dist__group_copy_private(const char *name, const dist__group *of, dist__group *out) {
   MPI_Comm comm = MPI_COMM_NULL;
   MPI_Group world, members;
-  int rc = MPI_Comm_group(dist__groups.world, &world);
+  int rc = MPI_Comm_group(dist__engine.world, &world);
   if (rc == MPI_SUCCESS) {
     rc = MPI_Group_incl(world, of->size, of->members, &members);
-    if (rc == MPI_SUCCESS) rc = MPI_Comm_create_group(dist__groups.world, members, 0x0da5, &comm);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_create_group(dist__engine.world, members, 0x0da5, &comm);
     if (rc == MPI_SUCCESS) MPI_Group_free(&members);
     MPI_Group_free(&world);
   }
@@ -140,11 +164,8 @@ dist_status dist__group_copy_private(const char *name, const dist__group *of, di
 }
 
 void dist__group_private_free(dist__group *g) {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
   dist__backend_release_group(g);
-  if (!finalized && g->comm != MPI_COMM_NULL) MPI_Comm_free(&g->comm);
-  g->comm = MPI_COMM_NULL;
+  detach(g);
   free(g->members);
   g->members = NULL;
 }
@@ -152,5 +173,4 @@ void dist__group_private_free(dist__group *g) {
 void dist__group_private_clear(dist__group *g) {
   memset(g, 0, sizeof *g);
   g->parent = g->index = g->rank = -1;
-  g->comm = MPI_COMM_NULL;
 }

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "backend/agree.h"
+#include "backend/backend.h"
 #include "backend/progress.h"
 
 static void *run(void *arg) {
@@ -43,7 +44,7 @@ void dist__progress_init(dist__progress *p) {
 }
 
 dist_status dist__progress_start(dist__progress *p, const dist__group *g) {
-  int rc = MPI_Comm_dup(g->comm, &p->comm);
+  int rc = MPI_Comm_dup(dist__comm(g), &p->comm);
   if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Comm_dup (progress thread)");
   pthread_mutex_init(&p->lock, NULL);
   pthread_cond_init(&p->wake, NULL);

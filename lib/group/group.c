@@ -7,7 +7,7 @@
 
 #include "group/group.h"
 
-dist__group_table dist__groups = {.world = MPI_COMM_NULL};
+dist__group_table dist__groups;
 
 dist_status dist__group_find(const char *name, dist__group **out) {
   if (!name) name = "world";

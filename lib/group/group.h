@@ -1,11 +1,10 @@
 /* The group table: the world and the named process groups drawn from it
- * (their layout over world ranks, my members, the MPI communicator and the
- * per-engine handles). One table per process; the manager fills it at
+ * (their layout over world ranks, my members and the engines' handles,
+ * which the engines make and keep). One table per process; the manager fills it at
  * initialize and empties it at finalize. */
 #ifndef DISTMGR_GROUP_TABLE_H
 #define DISTMGR_GROUP_TABLE_H
 
-#include <mpi.h>
 #include <stdint.h>
 
 #include "distmgr/group.h"
@@ -20,7 +19,7 @@ typedef struct dist__group {
   int rank;            /* my rank in my copy; -1 if not a member */
   int index;           /* position in the table (creation order) */
   int *members;        /* world ranks of my copy, NULL if not a member */
-  MPI_Comm comm;       /* MPI_COMM_NULL if not a member */
+  struct dist__mpi_group *mpi; /* the MPI backend's (the communicator); NULL if not a member */
   void *nccl;          /* ncclComm_t, created at the first device collective */
   int cuda_backend;    /* 0 until a device collective picks one: DIST__CUDA_NCCL or _STAGED */
   uint64_t seq;        /* collective calls begun on this group by this rank */
@@ -31,7 +30,6 @@ typedef struct dist__group {
 #define DIST__TRACKED_GROUPS 128
 
 typedef struct dist__group_table {
-  MPI_Comm world;       /* the manager's world (MPI_COMM_NULL before initialize) */
   int rank, size;       /* mine in the world, and its size */
   dist__group **groups; /* each group allocated once: names handed out stay valid until finalize */
   int ngroups, capacity;
@@ -40,22 +38,8 @@ typedef struct dist__group_table {
 extern dist__group_table dist__groups;
 
 dist_status dist__group_find(const char *name, dist__group **out); /* NULL = world */
-/* Made with their communicators in backend/group_comm.c: */
-/* Add a group with this layout (taken over) after creating its communicator
- * with MPI_Comm_split over the world. Collective over the world. */
-dist_status dist__group_add(const char *name, int parent, dist__layout *layout);
-/* Add n groups of one parent with one agreement: all of them or, on any
- * rank's failure (`local`: computing the layouts failed here), none. The
- * layouts are taken over. Collective. */
-dist_status dist__group_add_all(int n, const char *const *names, int parent, dist__layout *layouts,
-                                dist_status local);
-/* Add a group whose communicator `comm` (MPI_COMM_NULL for non-members) the
- * caller made; both taken over, freed on failure. Local: the caller makes
- * every rank agree (start-up adds the built-in groups with one agreement). */
-dist_status dist__group_keep(const char *name, int parent, dist__layout *layout, MPI_Comm comm);
 dist_status dist__group_check_new_name(const char *name);
 /* Room in the table for one more group. */
 dist_status dist__group_reserve(void);
-void dist__groups_free(void);
 
 #endif

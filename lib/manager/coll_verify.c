@@ -120,7 +120,7 @@ static dist_status exchange_mismatch(dist__call *c) {
 
 dist_status dist__call_ready(dist__call *c, dist_status s) {
   if (!dist__state.settings.verify || c->g->size == 1) return s;
-  return dist__agree(c->g->comm, s, c->what);
+  return dist__agree_group(c->g, s, c->what);
 }
 
 dist_status dist__call_verify(dist__call *c, dist_status local) {
@@ -130,13 +130,13 @@ dist_status dist__call_verify(dist__call *c, dist_status local) {
 
 dist_status dist__call_verify_always(dist__call *c, dist_status local) {
   if (c->g->size == 1) return local;
-  dist__round r = dist__round_init(c->g->comm, local, dist__hash(DIST__HASH_SEED, &c->sig, sizeof c->sig));
+  dist__round r = dist__round_init_group(c->g, local, dist__hash(DIST__HASH_SEED, &c->sig, sizeof c->sig));
   r.in[3] = local ? 0 : (int64_t)c->balance;
-  DIST_CHECK(dist__round_run(c->g->comm, &r, "the argument check round"));
+  DIST_CHECK(dist__round_run_group(c->g, &r, "the argument check round"));
   if (r.out[0]) { /* some rank failed: its message, named once */
     char where[160];
     snprintf(where, sizeof where, " on group '%s' (call #%llu)", c->g->name, (unsigned long long)c->sig.seq);
-    return dist__round_failure(c->g->comm, &r, local, c->what, where);
+    return dist__round_failure_group(c->g, &r, local, c->what, where);
   }
   if (dist__round_hash_differs(&r)) return mismatch(c);
   if (r.out[3] != 0) return exchange_mismatch(c); /* same on every rank: a sum */

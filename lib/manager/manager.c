@@ -34,8 +34,8 @@ static void release_state(int orderly) {
   free(m->startup_rows);
   m->startup_rows = NULL;
   MPI_Finalized(&finalized);
-  if (dist__groups.world != MPI_COMM_NULL && !finalized) MPI_Comm_free(&dist__groups.world);
-  dist__groups.world = MPI_COMM_NULL;
+  if (dist__engine.world != MPI_COMM_NULL && !finalized) MPI_Comm_free(&dist__engine.world);
+  dist__engine.world = MPI_COMM_NULL;
   m->initialized = 0;
   dist__engine.up = 0;
   dist__log_set_rank(-1, -1);
@@ -104,9 +104,9 @@ static dist_status start_mpi(MPI_Comm adopt, dist_thread_level level) {
   if (provided < MPI_LEVELS[level])
     return dist__error(DIST_ERR_UNSUPPORTED, "MPI provides thread level %d, less than the requested %d", provided,
                        MPI_LEVELS[level]);
-  int rc = MPI_Comm_dup(adopt, &dist__groups.world);
+  int rc = MPI_Comm_dup(adopt, &dist__engine.world);
   if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Comm_dup (world)");
-  MPI_Comm_set_errhandler(dist__groups.world, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(dist__engine.world, MPI_ERRORS_RETURN);
   m->adopted = adopt != MPI_COMM_WORLD;
   return DIST_SUCCESS;
 }
@@ -146,7 +146,7 @@ static dist_status first_round(dist_status read, dist_status detected) {
     if (!m->startup_rows) mine = dist__error(DIST_ERR_NO_MEMORY, "start-up table for %d ranks", dist__groups.size);
   }
   int differs = 0;
-  dist_status s = dist__agree_status_hash(dist__groups.world, mine, mine ? 0 : dist__settings_hash(),
+  dist_status s = dist__agree_status_hash(dist__engine.world, mine, mine ? 0 : dist__settings_hash(),
                                           "starting distmgr (DIST_* settings, launch detection, launcher check)",
                                           &differs);
   return differs ? dist__settings_name_difference() : s;
@@ -168,7 +168,7 @@ static dist_status find_master(void) {
       snprintf(mine.host, sizeof mine.host, "%.*s", (int)sizeof mine.host - 1, name);
   }
   mine.port = m->launch.master_port ? m->launch.master_port : m->settings.master_port;
-  int rc = MPI_Bcast(&mine, sizeof mine, MPI_BYTE, 0, dist__groups.world);
+  int rc = MPI_Bcast(&mine, sizeof mine, MPI_BYTE, 0, dist__engine.world);
   if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Bcast (master address)");
   memcpy(m->master_addr, mine.host, sizeof mine.host);
   m->master_port = mine.port;
@@ -209,7 +209,7 @@ static dist_status gather_ranks(void) {
   row[DIST__ROW_LEADER] = leader;
   row[DIST__ROW_LRANK] = m->local_rank;
   row[DIST__ROW_DEVKEY] = mine ? 0 : (int64_t)dist__device_key(&m->device, dist__groups.rank);
-  int rc = MPI_Allgather(row, DIST__ROW_WORDS, MPI_INT64_T, rows, DIST__ROW_WORDS, MPI_INT64_T, dist__groups.world);
+  int rc = MPI_Allgather(row, DIST__ROW_WORDS, MPI_INT64_T, rows, DIST__ROW_WORDS, MPI_INT64_T, dist__engine.world);
   if (rc != MPI_SUCCESS && !mine) mine = dist__mpi_error(rc, "MPI_Allgather (start-up table)");
   for (int q = 0; !mine && q < dist__groups.size; q++) {
     int64_t code = rows[(size_t)q * DIST__ROW_WORDS + DIST__ROW_STATUS];
@@ -228,7 +228,7 @@ static dist_status gather_ranks(void) {
   dist__engine.device_keys = malloc(sizeof *dist__engine.device_keys * (size_t)dist__groups.size);
   if (!s && !dist__engine.device_keys) s = dist__error(DIST_ERR_NO_MEMORY, "device table for %d ranks", dist__groups.size);
   for (int q = 0; !s && q < dist__groups.size; q++) dist__engine.device_keys[q] = (uint64_t)rows[(size_t)q * DIST__ROW_WORDS + DIST__ROW_DEVKEY];
-  return dist__agree(dist__groups.world, s, "building the built-in groups");
+  return dist__agree(dist__engine.world, s, "building the built-in groups");
 }
 
 /* Said once per node, at the default level: GPUs allocated but unusable, and
@@ -298,7 +298,7 @@ static dist_status initialize(MPI_Comm adopt, const dist_init_options *options) 
   dist__engine_reset();
   memset(&dist__groups, 0, sizeof dist__groups);
   m->mpi_ours = mpi_ours;
-  dist__groups.world = dist__engine.faults = MPI_COMM_NULL;
+  dist__engine.world = dist__engine.faults = MPI_COMM_NULL;
   /* Detection is local and may fail on one rank only (one malformed
    * variable). MPI_Init is safe under any launcher, so join MPI first and let
    * all ranks agree on the outcome: nobody is left waiting in a collective. */
@@ -308,13 +308,13 @@ static dist_status initialize(MPI_Comm adopt, const dist_init_options *options) 
    * inherit one task's PMI identity), and there is no MPI world to agree in. */
   if (detected && !read && m->launch.method == DIST_LAUNCH_ENV && !m->launch.mpi_can_join) return detected;
   DIST_CHECK(start_mpi(adopt, o.thread_level));
-  MPI_Comm_size(dist__groups.world, &dist__groups.size);
+  MPI_Comm_size(dist__engine.world, &dist__groups.size);
   dist_status s = first_round(read, detected);
   if (!s) s = gather_ranks();
   if (!s) s = find_master();
-  if (!s) s = dist__agree(dist__groups.world, dist__faults_open(), "opening the fault channel");
+  if (!s) s = dist__agree(dist__engine.world, dist__faults_open(), "opening the fault channel");
   if (!s && dist__engine.timeout > 0)
-    s = dist__agree(dist__groups.world, dist__board_open(), "opening the progress board for DIST_TIMEOUT");
+    s = dist__agree(dist__engine.world, dist__board_open(), "opening the progress board for DIST_TIMEOUT");
   if (s) {
     release_state(0);
     return s;

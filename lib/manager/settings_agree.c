@@ -27,7 +27,7 @@ static void values(const dist__settings *s, double v[NMUST]) {
 
 /* Error path: gather everyone's values, name the first setting that differs. */
 dist_status dist__settings_name_difference(void) {
-  MPI_Comm world = dist__groups.world;
+  MPI_Comm world = dist__engine.world;
   int size = 1;
   MPI_Comm_size(world, &size);
   double *all = malloc(sizeof(double) * NMUST * (size_t)size), mine[NMUST];

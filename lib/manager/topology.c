@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "manager/startup.h"
 
 #define MPI_TRY(call)                                               \
@@ -15,8 +16,8 @@
 static dist_status split_node(MPI_Comm *node_comm) {
   dist__manager *m = &dist__state;
   int n = m->settings.ranks_per_node;
-  if (n > 0) MPI_TRY(MPI_Comm_split(dist__groups.world, dist__groups.rank / n, dist__groups.rank, node_comm));
-  else MPI_TRY(MPI_Comm_split_type(dist__groups.world, MPI_COMM_TYPE_SHARED, dist__groups.rank, MPI_INFO_NULL, node_comm));
+  if (n > 0) MPI_TRY(MPI_Comm_split(dist__engine.world, dist__groups.rank / n, dist__groups.rank, node_comm));
+  else MPI_TRY(MPI_Comm_split_type(dist__engine.world, MPI_COMM_TYPE_SHARED, dist__groups.rank, MPI_INFO_NULL, node_comm));
   return DIST_SUCCESS;
 }
 
@@ -42,13 +43,13 @@ dist_status dist__topology_node(MPI_Comm *node_comm, int *leader) {
   MPI_Group node_group, world_group;
   int zero = 0;
   *node_comm = MPI_COMM_NULL;
-  MPI_Comm_rank(dist__groups.world, &dist__groups.rank);
-  MPI_Comm_size(dist__groups.world, &dist__groups.size);
+  MPI_Comm_rank(dist__engine.world, &dist__groups.rank);
+  MPI_Comm_size(dist__engine.world, &dist__groups.size);
   DIST_CHECK(split_node(node_comm));
   MPI_Comm_rank(*node_comm, &m->local_rank);
   MPI_Comm_size(*node_comm, &m->local_size);
   MPI_Comm_group(*node_comm, &node_group);
-  MPI_Comm_group(dist__groups.world, &world_group);
+  MPI_Comm_group(dist__engine.world, &world_group);
   MPI_Group_translate_ranks(node_group, 1, &zero, world_group, leader); /* local */
   MPI_Group_free(&node_group);
   MPI_Group_free(&world_group);
@@ -100,9 +101,9 @@ dist_status dist__topology_groups(const int64_t *rows, MPI_Comm *node_comm) {
   free(node);
   MPI_Comm comms[3] = {MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL};
   int rc[3];
-  rc[0] = MPI_Comm_dup(dist__groups.world, &comms[0]);
+  rc[0] = MPI_Comm_dup(dist__engine.world, &comms[0]);
   /* Split keyed as the layout orders a copy (by node), not by world rank. */
-  rc[1] = MPI_Comm_split(dist__groups.world, m->local_rank, s ? dist__groups.rank : cross.key[dist__groups.rank], &comms[1]);
+  rc[1] = MPI_Comm_split(dist__engine.world, m->local_rank, s ? dist__groups.rank : cross.key[dist__groups.rank], &comms[1]);
   rc[2] = MPI_Comm_dup(MPI_COMM_SELF, &comms[2]);
   for (int k = 0; k < 3; k++)
     if (!s && rc[k] != MPI_SUCCESS) s = dist__mpi_error(rc[k], "creating the built-in groups");

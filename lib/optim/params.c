@@ -184,7 +184,7 @@ dist_status dist_params_commit(dist_params *p) {
     h = dist__hash(h, &r, sizeof r);
   }
   int differs;
-  dist_status s = dist__agree_status_hash(g->comm, local, h, what, &differs);
+  dist_status s = dist__agree_status_hash_group(g, local, h, what, &differs);
   if (differs) return name_mismatch(p, g);
   DIST_CHECK(s);
   p->committed = 1;
@@ -261,7 +261,7 @@ dist_status dist_params_max_divergence(dist_params *p, double *out) {
     if (dist__param_bytes(&p->p[i]) > most) most = dist__param_bytes(&p->p[i]);
   void *mine = malloc(most), *ref = malloc(most);
   dist_status s = mine && ref ? DIST_SUCCESS : dist__error(DIST_ERR_NO_MEMORY, "%s: %zu bytes", what, most);
-  s = dist__agree(g->comm, s, what);
+  s = dist__agree_group(g, s, what);
   if (s) {
     free(mine);
     free(ref);
@@ -284,7 +284,7 @@ dist_status dist_params_max_divergence(dist_params *p, double *out) {
   }
   free(mine);
   free(ref);
-  DIST_CHECK(dist__agree(g->comm, s, what));
+  DIST_CHECK(dist__agree_group(g, s, what));
   double all;
   DIST_CHECK(dist__backend_mpi.all_reduce(g, &worst, &all, 1, DIST_F64, DIST_MAX, NULL));
   *out = all;

@@ -35,6 +35,13 @@ static dist_status check_options(const dist_daso_options *o) {
 
 /* The cross communicator for my local rank, built as the option asks; both
  * give the same ranks in world order. */
+/* The table's "world" (there from initialize to finalize). */
+static const dist__group *world_group(void) {
+  dist__group *w = NULL;
+  dist__group_find("world", &w);
+  return w;
+}
+
 static dist_status make_cross(dist_daso *d) {
   if (!d->o.use_mpi_groups) return dist__group_split_private("DASO cross", d->lrank, dist__groups.rank, &d->cross);
   dist__group *cross;
@@ -90,7 +97,7 @@ static dist_status setup(dist_daso *d, const dist_daso_options *o, const char *w
   int sizes[2] = {0, 0}, ext[2];
   if (!s) sizes[0] = d->local->size, sizes[1] = -d->local->size;
   int differs;
-  s = dist__agree_status_hash(dist__groups.world, s, options_hash(o), what, &differs);
+  s = dist__agree_status_hash_group(world_group(), s, options_hash(o), what, &differs);
   if (differs) return dist__error(s, "%s: ranks passed different options", what);
   dist__group *all = NULL;
   if (!s) s = dist__group_find("world", &all);
@@ -116,7 +123,7 @@ dist_status dist_daso_create(dist_optim *opt, const dist_daso_options *o, dist_d
                                      : DIST_SUCCESS;
   /* Still agree after a NULL, else the other ranks would wait for this one. */
   int differs;
-  s = s ? dist__agree_status_hash(dist__groups.world, s, 0, what, &differs) : setup(d, o, what);
+  s = s ? dist__agree_status_hash_group(world_group(), s, 0, what, &differs) : setup(d, o, what);
   if (s) {
     free(d);
     return s;
@@ -124,7 +131,7 @@ dist_status dist_daso_create(dist_optim *opt, const dist_daso_options *o, dist_d
   d->lrank = d->local->rank;
   d->lsize = d->local->size;
   d->nodes = dist__groups.size / d->lsize;
-  s = dist__agree(dist__groups.world, make_cross(d), what);
+  s = dist__agree_group(world_group(), make_cross(d), what);
   if (!s) {
     dist_ddp_options lo = o->local;
     lo.group = "local";
@@ -137,7 +144,7 @@ dist_status dist_daso_create(dist_optim *opt, const dist_daso_options *o, dist_d
     d->has_schedule = 1;
     s = dist_optim_set_schedule(opt, &d->schedule);
   }
-  s = dist__agree(dist__groups.world, s, what);
+  s = dist__agree_group(world_group(), s, what);
   if (s) {
     free_daso(d);
     return s;
@@ -334,7 +341,7 @@ dist_status dist_daso_reset(dist_daso *d) {
   if (still_off) d->local_sync = 0;
   d->s.last = last;
   d->skipped = 0;
-  return dist__agree(dist__groups.world, s, what);
+  return dist__agree_group(world_group(), s, what);
 }
 
 dist_status dist_daso_add_scaler(dist_daso *d, const dist_grad_scaler *sc) {

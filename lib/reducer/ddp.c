@@ -80,7 +80,7 @@ dist_status dist_ddp_create(dist_params *p, const dist_ddp_options *o, dist_ddp 
   d->rebuild_pending = opt.rebuild_buckets;
   if (!s && opt.progress == DIST_DDP_PROGRESS_THREAD) s = dist__progress_check("dist_ddp_create: progress = DIST_DDP_PROGRESS_THREAD");
   int differs;
-  dist_status agreed = dist__agree_status_hash(g->comm, s, options_hash(&opt, d->has_hook), what, &differs);
+  dist_status agreed = dist__agree_status_hash_group(g, s, options_hash(&opt, d->has_hook), what, &differs);
   if (differs)
     agreed = dist__error(DIST_ERR_MISMATCH, "%s: ranks passed different options (bucket caps, view, unused, compress, "
                          "hook, progress or rebuild)", what);
@@ -91,7 +91,7 @@ dist_status dist_ddp_create(dist_params *p, const dist_ddp_options *o, dist_ddp 
   if (!agreed && (opt.progress == DIST_DDP_PROGRESS_THREAD || opt.grad_as_bucket_view)) {
     dist_status t = opt.progress == DIST_DDP_PROGRESS_THREAD ? dist__progress_start(&d->prog, d->g) : DIST_SUCCESS;
     if (!t && opt.grad_as_bucket_view) moved = !(t = dist__ddp_move_grads(d, 1));
-    agreed = dist__agree(g->comm, t, what);
+    agreed = dist__agree_group(g, t, what);
   }
   if (agreed) {
     if (moved) dist__ddp_move_grads(d, 0);

@@ -51,7 +51,7 @@ void dist__ddp_rebuild(dist_ddp *d) {
   if (!s && !same && d->o.grad_as_bucket_view) s = dist__ddp_sync_memory(d);
   /* Every rank computed `same` from the same order; a local failure (the
    * broadcast included) makes all of them keep the old layout. */
-  s = dist__agree(d->g->comm, s, "DDP bucket rebuild");
+  s = dist__agree_group(d->g, s, "DDP bucket rebuild");
   d->rebuild_pending = wait && !s;
   int keep_new = !s && !same;
   if (keep_new && d->o.grad_as_bucket_view)

@@ -86,7 +86,7 @@ dist_status dist_dpo_create(dist_optim *opt, int blocking, dist_dpo **out) {
     if (!s) s = dist__mem_alloc(q->memory, dist__param_bytes(q), &d->avg[i]);
   }
   int differs;
-  s = dist__agree_status_hash(g->comm, s, dist__hash(DIST__HASH_SEED, &blocking, sizeof blocking), what, &differs);
+  s = dist__agree_status_hash_group(g, s, dist__hash(DIST__HASH_SEED, &blocking, sizeof blocking), what, &differs);
   if (differs) s = dist__error(s, "%s: ranks disagree on blocking", what);
   if (s) {
     if (d) free_dpo(d);
@@ -231,7 +231,7 @@ static dist_status iteration_status(dist_dpo *d) {
   d->failed = DIST_SUCCESS;
   if (mine) mine = dist__error(mine, "dist_dpo_step: a gradient could not be handed this iteration: %s", d->why);
   if (!dist__state.settings.verify) return mine;
-  return dist__agree(d->g->comm, mine, "dist_dpo_step (a gradient could not be handed)");
+  return dist__agree_group(d->g, mine, "dist_dpo_step (a gradient could not be handed)");
 }
 
 dist_status dist_dpo_step(dist_dpo *d) {
