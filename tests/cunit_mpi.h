@@ -25,6 +25,10 @@ static inline int cunit_mpi_main(CU_SuiteInfo *suites, const char *name, int *ra
   int total = 0;
   MPI_Allreduce(&failed, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   if (*rank == 0) printf("%s: %d failure(s) over %d rank(s)\n", name, total, *size);
+  /* Now, not at exit: distmgr's exit handler finalizes MPI first, and Open
+   * MPI's output forwarding can drop what a process writes after that (a CI
+   * run lost this very line, exit status 0). */
+  fflush(stdout);
   return total != 0;
 }
 
