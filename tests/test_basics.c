@@ -122,6 +122,28 @@ static void test_settings_defaults(void) {
   expect_defaults_except(&s, "");
 }
 
+/* The debug log's line names every setting of the table, with the given
+ * value or the default. */
+static void test_settings_line(void) {
+  const char *env[] = {"DIST_VERIFY=0", "DIST_TIMEOUT=30", NULL};
+  char line[2048];
+  dist__settings_line(env, line, sizeof line);
+  for (int i = 0; i < dist_settings_count(); i++) {
+    const dist_setting_info *info = dist_settings_get(i);
+    char want[256];
+    if (!strcmp(info->name, "DIST_VERIFY")) snprintf(want, sizeof want, "DIST_VERIFY=0");
+    else if (!strcmp(info->name, "DIST_TIMEOUT")) snprintf(want, sizeof want, "DIST_TIMEOUT=30");
+    else snprintf(want, sizeof want, "%s=%s (default)", info->name, info->default_value);
+    CU_ASSERT_PTR_NOT_NULL(strstr(line, want));
+  }
+  CU_ASSERT_PTR_NULL(strstr(line, "DIST_VERIFY=1"));
+  /* Truncated, still terminated. */
+  char small[24];
+  dist__settings_line(env, small, sizeof small);
+  CU_ASSERT_EQUAL(strlen(small), sizeof small - 1);
+  CU_ASSERT_EQUAL(strncmp(small, "DIST_INIT_METHOD=AUTO (", sizeof small - 1), 0);
+}
+
 static void test_settings_log_level(void) {
   static const struct { const char *entry; dist_log_level want; } cases[] = {
       {"DIST_LOG_LEVEL=debug", DIST_LOG_DEBUG}, {"DIST_LOG_LEVEL=3", DIST_LOG_INFO},
@@ -785,6 +807,7 @@ static CU_TestInfo settings_tests[] = {
     {"table", test_settings_table},
     {"table entries are read", test_settings_table_is_read},
     {"print", test_settings_print},
+    {"the debug log's line", test_settings_line},
     {"closest setting name", test_settings_closest},
     {"unknown DIST_ names warned", test_settings_warn_unknown},
     CU_TEST_INFO_NULL,

@@ -72,6 +72,10 @@ dist_status dist__settings_read(const char *const *env, dist__settings *out);
 /* One DIST_LOG_WARN line for each DIST_* name in `env` that is not a
  * setting, with the closest setting's name when it is a likely typo. */
 void dist__settings_warn_unknown(const char *const *env);
+/* Every setting of the table with the value in force, as the environment
+ * gives it or "(default)": "DIST_INIT_METHOD=AUTO (default) DIST_VERIFY=0 ...".
+ * Truncated to n bytes; returns buf. */
+char *dist__settings_line(const char *const *env, char *buf, size_t n);
 /* The setting name closest to `name` (edit distance, at most 3) into `out`;
  * returns the distance, or -1 (and "") when none is that close. Pure. */
 int dist__settings_closest(const char *name, char *out, size_t n);

@@ -251,9 +251,8 @@ static void device_notes(void) {
 }
 
 static void log_settings(void) {
-  const dist__settings *s = &dist__state.settings;
-  dist_log(DIST_LOG_DEBUG, "settings: DIST_INIT_METHOD=%s DIST_LOG_LEVEL=%d DIST_DEVICE=%d DIST_RANKS_PER_NODE=%d DIST_MASTER_PORT=%d",
-           dist_launch_method_name(s->init_method), (int)s->log_level, s->device, s->ranks_per_node, s->master_port);
+  char line[2048];
+  dist_log(DIST_LOG_DEBUG, "settings: %s", dist__settings_line((const char *const *)environ, line, sizeof line));
 }
 
 /* Steps before MPI: settings, then launch detection, purely local. */

@@ -215,6 +215,19 @@ void dist__settings_warn_unknown(const char *const *env) {
   }
 }
 
+char *dist__settings_line(const char *const *env, char *buf, size_t n) {
+  size_t k = 0;
+  if (n) buf[0] = '\0';
+  for (int i = 0; i < NSETTINGS && k < n; i++) {
+    const char *v = dist__env_get(env, TABLE[i].info.name);
+    int w = snprintf(buf + k, n - k, "%s%s=%s%s", i ? " " : "", TABLE[i].info.name, v ? v : TABLE[i].info.default_value,
+                     v ? "" : " (default)");
+    if (w < 0) break;
+    k += (size_t)w;
+  }
+  return buf;
+}
+
 void dist_settings_print(FILE *out) {
   fprintf(out, "%-20s %-8s %-10s %s\n", "setting", "default", "value", "meaning");
   for (int i = 0; i < NSETTINGS; i++) {
