@@ -55,10 +55,9 @@ def sources(src):
 
 def code_only(text):
     """Comments and string literals blanked (an MPI_ in a message is not a call)."""
-    def blank(m):
-        s = m.group(0)
-        return s if s.startswith("#") else re.sub(r"[^\n]", " ", s)
-    # keep #include "..." lines: strings there are file names
+    def blank(m):  # same length, newlines kept: positions stay valid
+        return re.sub(r"[^\n]", " ", m.group(0))
+    # keep #include "..." lines (an #include "mpi.h" counts)
     keep = {m.start(): m.group(0) for m in INCLUDE.finditer(text)}
     out = COMMENT_OR_STRING.sub(blank, text)
     for pos, s in keep.items():

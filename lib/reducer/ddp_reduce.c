@@ -286,6 +286,8 @@ static dist_status fill_unmarked(dist_ddp *d, int *first_missing) {
 /* (value, rank) in one word whose minimum is the lowest value, on the
  * lowest rank that has it (MPI's MINLOC). */
 static int64_t at_rank(int32_t value, int rank) { return (int64_t)value * 4294967296LL + rank; }
+static int rank_of(int64_t w) { return (int)(w & 0xFFFFFFFF); }
+static int value_of(int64_t w) { return (int)((w - rank_of(w)) / 4294967296LL); } /* exact: a negative value too */
 
 /* dist__agree plus the first parameter some rank left unmarked (unused =
  * ERROR), so that ranks which marked everything also name it. One
@@ -294,9 +296,7 @@ static dist_status agree_finalize(dist_ddp *d, dist_status local, int first_miss
   int64_t in[2] = {at_rank((int32_t)local, d->g->rank), at_rank(first_missing < 0 ? INT32_MAX : first_missing, d->g->rank)},
           w[2];
   DIST_CHECK(dist__backend_mpi.all_reduce(d->g, in, w, 2, DIST_I64, DIST_MIN, NULL));
-  /* floor division: a negative status keeps its rank in the low word */
-  int out[4] = {(int)((w[0] - (w[0] & 0xFFFFFFFF)) / 4294967296LL), (int)(w[0] & 0xFFFFFFFF),
-                (int)((w[1] - (w[1] & 0xFFFFFFFF)) / 4294967296LL), (int)(w[1] & 0xFFFFFFFF)};
+  int out[4] = {value_of(w[0]), rank_of(w[0]), value_of(w[1]), rank_of(w[1])};
   if (out[0] == DIST_SUCCESS) return DIST_SUCCESS;
   if (local) return local; /* this rank's own code; finalize keeps its message */
   if (out[2] < d->p->n)
