@@ -8,14 +8,15 @@
 #include "mem/cuda_libs.h"
 #include "fft_internal.h"
 #include "mem/memops.h"
+#include "core/check.h"
 
 typedef struct cufft_state {
   cufftHandle rows_fwd, rows_inv, cols, whole_fwd, whole_inv;
   int have_rows, have_cols, have_whole;
 } cufft_state;
 
-static dist_status cufft_error(cufftResult r, const char *call) {
-  return dist__error(DIST_ERR_CUDA, "dist_fft: %s failed (cufftResult %d)", call, (int)r);
+dist_status dist__cufft_error(int code, const char *call) {
+  return dist__error(DIST_ERR_CUDA, "dist_fft: %s failed (cufftResult %d)", call, code);
 }
 
 static int is_d(const dist_fft_plan *p) { return p->prec == DIST_F64; }
@@ -23,12 +24,11 @@ static int is_d(const dist_fft_plan *p) { return p->prec == DIST_F64; }
 static dist_status make(cufftHandle *h, int rank, long long *n, long long *inembed, long long istride, long long idist,
                         long long *onembed, long long ostride, long long odist, cufftType type, long long batch) {
   size_t work = 0;
-  cufftResult r = cufftCreate(h);
-  if (r != CUFFT_SUCCESS) return cufft_error(r, "cufftCreate");
-  r = cufftMakePlanMany64(*h, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch, &work);
+  DIST_CUFFT_CALL(cufftCreate(h));
+  cufftResult r = cufftMakePlanMany64(*h, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch, &work);
   if (r != CUFFT_SUCCESS) {
-    cufftDestroy(*h);
-    return cufft_error(r, "cufftMakePlanMany64");
+    DIST_WARN_CALL(cufftDestroy(*h));
+    return dist__cufft_error(r, "cufftMakePlanMany64");
   }
   return DIST_SUCCESS;
 }
@@ -48,7 +48,7 @@ static dist_status create_whole(dist_fft_plan *p, cufft_state *st) {
   DIST_CHECK(make(&st->whole_fwd, 2, n, r2c ? n : cplx, 1, in_dist, outer, 1, tr ? p->k1 : c_dist, fwd, p->L));
   dist_status s = make(&st->whole_inv, 2, n, cplx, 1, c_dist, r2c ? n : cplx, 1, in_dist, inv, p->L);
   if (s) {
-    cufftDestroy(st->whole_fwd);
+    DIST_WARN_CALL(cufftDestroy(st->whole_fwd));
     return s;
   }
   st->have_whole = p->whole = 1;
@@ -57,20 +57,20 @@ static dist_status create_whole(dist_fft_plan *p, cufft_state *st) {
 
 static dist_status exec(cufftHandle h, const dist_fft_plan *p, int inverse, const void *in, void *out,
                         const char *what) {
-  cufftResult r = cufftSetStream(h, dist__cuda_stream());
-  if (r != CUFFT_SUCCESS) return cufft_error(r, "cufftSetStream");
+  DIST_CUFFT_CALL(cufftSetStream(h, dist__cuda_stream()));
+  cufftResult r;
   void *i = (void *)in;
   if (p->type == DIST_FFT_C2C)
     r = is_d(p) ? cufftExecZ2Z(h, i, out, inverse ? CUFFT_INVERSE : CUFFT_FORWARD)
                 : cufftExecC2C(h, i, out, inverse ? CUFFT_INVERSE : CUFFT_FORWARD);
   else if (!inverse) r = is_d(p) ? cufftExecD2Z(h, i, out) : cufftExecR2C(h, i, out);
   else r = is_d(p) ? cufftExecZ2D(h, i, out) : cufftExecC2R(h, i, out);
-  return r == CUFFT_SUCCESS ? DIST_SUCCESS : cufft_error(r, what);
+  return DIST_CUFFT_STATUS(r, what);
 }
 
 static dist_status box(const dist_fft_plan *p, const dist__fft_box *b) {
   int e = dist__fft_copy_cuda(b, is_d(p), (void *)dist__cuda_stream());
-  return e ? dist__cuda_error((cudaError_t)e, "the FFT copy kernel") : DIST_SUCCESS;
+  return DIST_CUDA_STATUS(e, "the FFT copy kernel");
 }
 
 /* Forward: transform, then scale in place if the norm asks. Inverse: copy
@@ -94,7 +94,7 @@ static dist_status whole(dist_fft_plan *p, int inverse, const void *in, void *ou
   DIST_CHECK(box(p, &b));
   if (p->type == DIST_FFT_R2C) {
     int e = dist__fft_hermitize_cuda(p->T, is_d(p), p->L, p->n0, p->k1, p->n1, (void *)dist__cuda_stream());
-    if (e) return dist__cuda_error((cudaError_t)e, "the FFT Hermitian-symmetry kernel");
+    if (e) return dist__cuda_error(e, "the FFT Hermitian-symmetry kernel");
   }
   return exec(st->whole_inv, p, 1, p->T, out, "whole inverse transform");
 }
@@ -116,7 +116,7 @@ static dist_status create(dist_fft_plan *p, dist__group *g) {
     DIST_CHECK(make(&st->rows_fwd, rank, n, real, 1, row_in, cplx, 1, row_a, fwd, rows));
     dist_status s = make(&st->rows_inv, rank, n, cplx, 1, row_a, real, 1, row_in, inv, rows);
     if (s) {
-      cufftDestroy(st->rows_fwd);
+      DIST_WARN_CALL(cufftDestroy(st->rows_fwd));
       return s;
     }
     st->have_rows = 1;
@@ -132,9 +132,15 @@ static dist_status create(dist_fft_plan *p, dist__group *g) {
 static void destroy(dist_fft_plan *p) {
   cufft_state *st = p->eng_state;
   if (!st) return;
-  if (st->have_rows) cufftDestroy(st->rows_fwd), cufftDestroy(st->rows_inv);
-  if (st->have_cols) cufftDestroy(st->cols);
-  if (st->have_whole) cufftDestroy(st->whole_fwd), cufftDestroy(st->whole_inv);
+  if (st->have_rows) {
+    DIST_WARN_CALL(cufftDestroy(st->rows_fwd));
+    DIST_WARN_CALL(cufftDestroy(st->rows_inv));
+  }
+  if (st->have_cols) DIST_WARN_CALL(cufftDestroy(st->cols));
+  if (st->have_whole) {
+    DIST_WARN_CALL(cufftDestroy(st->whole_fwd));
+    DIST_WARN_CALL(cufftDestroy(st->whole_inv));
+  }
   free(st);
   p->eng_state = NULL;
 }
@@ -150,7 +156,7 @@ static dist_status rows(dist_fft_plan *p, int inverse, const void *in, void *out
   if (inverse && p->type == DIST_FFT_R2C && p->rank == 3) { /* a 2-D C2R is defined for Hermitian input only */
     int e = dist__fft_hermitize_cuda((void *)in, is_d(p), nl * p->in_sizes[p->me], p->n1, p->R, p->n2,
                                      (void *)dist__cuda_stream());
-    if (e) return dist__cuda_error((cudaError_t)e, "the FFT Hermitian-symmetry kernel");
+    if (e) return dist__cuda_error(e, "the FFT Hermitian-symmetry kernel");
   }
   return exec(h, p, inverse, in, out, inverse ? "inverse row transform" : "row transform");
 }
@@ -158,18 +164,17 @@ static dist_status rows(dist_fft_plan *p, int inverse, const void *in, void *out
 static dist_status cols(dist_fft_plan *p, int inverse, const void *in, void *out) {
   cufft_state *st = p->eng_state;
   if (!st->have_cols) return DIST_SUCCESS;
-  cufftResult r = cufftSetStream(st->cols, dist__cuda_stream());
-  if (r != CUFFT_SUCCESS) return cufft_error(r, "cufftSetStream");
+  DIST_CUFFT_CALL(cufftSetStream(st->cols, dist__cuda_stream()));
   int dir = inverse ? CUFFT_INVERSE : CUFFT_FORWARD;
-  r = is_d(p) ? cufftExecZ2Z(st->cols, (void *)in, out, dir) : cufftExecC2C(st->cols, (void *)in, out, dir);
-  return r == CUFFT_SUCCESS ? DIST_SUCCESS : cufft_error(r, "n0 transform");
+  cufftResult r = is_d(p) ? cufftExecZ2Z(st->cols, (void *)in, out, dir) : cufftExecC2C(st->cols, (void *)in, out, dir);
+  return DIST_CUFFT_STATUS(r, "n0 transform");
 }
 
 static dist_status copy(dist_fft_plan *p, const dist__fft_box *b) { return box(p, b); }
 
 static dist_status alloc(dist_fft_plan *p, size_t bytes, void **ptr) {
   cudaError_t e = cudaMalloc(ptr, bytes ? bytes : 1);
-  return e ? dist__cuda_error(e, "cudaMalloc (FFT scratch)") : DIST_SUCCESS;
+  return DIST_CUDA_STATUS(e, "cudaMalloc (FFT scratch)");
 }
 
 static void release(dist_fft_plan *p, void *ptr) {

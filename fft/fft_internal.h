@@ -24,6 +24,9 @@ struct dist_fft_plan;
 /* Local transforms and memory of one memory space. `rows` transforms the
  * rows of nl batch entries of the input layout into A (inverse: A into the
  * input layout; it may destroy A); `cols` transforms T along n0 in place. */
+/* cuFFT error codes as distmgr errors (DIST_ERR_CUDA); for core/check.h. */
+dist_status dist__cufft_error(int code, const char *call);
+
 typedef struct dist__fft_engine {
   const char *name;
   dist_status (*create)(struct dist_fft_plan *p, dist__group *g); /* collective over g */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/check.h"
 #include "fft_internal.h"
 #include "mem/memops.h"
 
@@ -20,14 +21,14 @@ int dist__fft_device_enter(const dist_fft_plan *p) {
   int prev = -1;
 #ifdef HAVE_CUFFT
   if (p->mem == DIST_MEM_CUDA && p->device >= 0 && cudaGetDevice(&prev) == cudaSuccess && prev != p->device)
-    cudaSetDevice(p->device);
+    DIST_WARN_CALL(cudaSetDevice(p->device)); /* a wrong device then fails the plan's first CUDA call */
 #endif
   return prev;
 }
 
 void dist__fft_device_leave(const dist_fft_plan *p, int prev) {
 #ifdef HAVE_CUFFT
-  if (p->mem == DIST_MEM_CUDA && prev >= 0 && prev != p->device) cudaSetDevice(prev);
+  if (p->mem == DIST_MEM_CUDA && prev >= 0 && prev != p->device) DIST_WARN_CALL(cudaSetDevice(prev));
 #endif
 }
 

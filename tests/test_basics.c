@@ -144,6 +144,29 @@ static void test_settings_line(void) {
   CU_ASSERT_EQUAL(strncmp(small, "DIST_INIT_METHOD=AUTO (", sizeof small - 1), 0);
 }
 
+/* The settings that must match across ranks come from the table, read back
+ * at the offsets it gives: each shows the value a parse put there. */
+static void test_settings_must_match(void) {
+  const char *env[] = {"DIST_VERIFY=0", "DIST_TIMEOUT=2.5", "DIST_RANKS_PER_NODE=3", "DIST_CUDA_BACKEND=staged",
+                       "DIST_INIT_METHOD=SINGLE", NULL};
+  dist__settings s;
+  CU_ASSERT_EQUAL_FATAL(dist__settings_read(env, &s), DIST_SUCCESS);
+  static const struct { const char *name; double value; } want[] = {
+      {"DIST_INIT_METHOD", DIST_LAUNCH_SINGLE}, {"DIST_RANKS_PER_NODE", 3}, {"DIST_VERIFY", 0},
+      {"DIST_CUDA_BACKEND", DIST__CUDA_STAGED}, {"DIST_TIMEOUT", 2.5}};
+  int n = 0;
+  for (int i = -1; i <= dist_settings_count(); i++) {
+    const char *name = NULL;
+    double v = -99;
+    if (!dist__settings_must_match(i, &s, &name, &v)) continue;
+    CU_ASSERT_FATAL(n < (int)(sizeof want / sizeof want[0]));
+    CU_ASSERT_STRING_EQUAL(name, want[n].name);
+    CU_ASSERT_DOUBLE_EQUAL(v, want[n].value, 0);
+    n++;
+  }
+  CU_ASSERT_EQUAL(n, (int)(sizeof want / sizeof want[0]));
+}
+
 static void test_settings_log_level(void) {
   static const struct { const char *entry; dist_log_level want; } cases[] = {
       {"DIST_LOG_LEVEL=debug", DIST_LOG_DEBUG}, {"DIST_LOG_LEVEL=3", DIST_LOG_INFO},
@@ -808,6 +831,7 @@ static CU_TestInfo settings_tests[] = {
     {"table entries are read", test_settings_table_is_read},
     {"print", test_settings_print},
     {"the debug log's line", test_settings_line},
+    {"settings that must match, from the table", test_settings_must_match},
     {"closest setting name", test_settings_closest},
     {"unknown DIST_ names warned", test_settings_warn_unknown},
     CU_TEST_INFO_NULL,

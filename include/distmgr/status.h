@@ -33,7 +33,8 @@ extern "C" {
   X(ERR_IO, -17, "file input/output failed")                                               \
   X(ERR_CORRUPT, -18, "malformed, truncated or mismatched data")                          \
   X(ERR_TIMEOUT, -19, "a collective did not complete within DIST_TIMEOUT")                \
-  X(ERR_ABORTED, -20, "the job cannot continue: a rank failed, left or gave up (see the message)")
+  X(ERR_ABORTED, -20, "the job cannot continue: a rank failed, left or gave up (see the message)") \
+  X(ERR_NCCL, -21, "NCCL call failed")
 
 typedef enum dist_status {
 #define DIST__STATUS_ENUM(name, value, text) DIST_##name = value,

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/check.h"
 #include "core/fault.h"
 #include "core/hash.h"
 #include "backend/agree.h"
@@ -19,7 +20,8 @@
 
 dist__round dist__round_init(MPI_Comm comm, dist_status local, uint64_t hash) {
   int rank = 0;
-  MPI_Comm_rank(comm, &rank);
+  /* A failure here shows in dist__round_run, which asks again. */
+  (void)MPI_Comm_rank(comm, &rank);
   dist__round r;
   /* (failing code, lowest rank) in one word: MAX picks the most negative
    * code, the lowest rank on ties. Hashes agree iff max(h) and max(~h) are
@@ -64,8 +66,8 @@ static dist_status step(MPI_Comm comm, int to, int from, int64_t *w, const char 
 
 dist_status dist__round_run(MPI_Comm comm, dist__round *r, const char *call) {
   int P = 1, me = 0;
-  MPI_Comm_size(comm, &P);
-  MPI_Comm_rank(comm, &me);
+  DIST_MPI_CALL(MPI_Comm_size(comm, &P));
+  DIST_MPI_CALL(MPI_Comm_rank(comm, &me));
   /* A wait that gives up (a peer's fault, DIST_TIMEOUT) leaves its requests
    * to MPI, which may still write into them later (the exit-time flush): the
    * words live on the heap, and stay there then, not in the caller's frame. */
@@ -105,7 +107,7 @@ dist_status dist__round_failure(MPI_Comm comm, const dist__round *r, dist_status
                                 const char *where) {
   if (!r->out[0]) return DIST_SUCCESS;
   int size = 1;
-  MPI_Comm_size(comm, &size);
+  DIST_MPI_CALL(MPI_Comm_size(comm, &size));
   long code = -(long)(r->out[0] >> 32);
   long who = 0x7FFFFFFF - (long)(r->out[0] & 0xFFFFFFFF);
   int valid = code < 0 && dist__status_valid(code) && who >= 0 && who < size;
@@ -132,7 +134,7 @@ static uint64_t hash_str(const char *s) { return dist__hash(DIST__HASH_SEED, s, 
 static dist_status agree_round(MPI_Comm comm, dist_status mine, uint64_t hash, const char *what, int *differs) {
   int size = 1;
   *differs = 0;
-  MPI_Comm_size(comm, &size);
+  DIST_MPI_CALL(MPI_Comm_size(comm, &size));
   if (size == 1) return mine;
   /* The point's name enters the hash: two different agreement points never pair silently. */
   dist__round r = dist__round_init(comm, mine, hash ^ hash_str(what));

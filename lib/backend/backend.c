@@ -1,6 +1,8 @@
 /* Choosing a backend for a memory space and a group. */
 #include "backend/backend.h"
 
+#include <stdlib.h>
+
 #include "core/internal.h"
 
 #ifdef HAVE_CUDA
@@ -9,7 +11,7 @@
  * drive one GPU (several ranks per GPU, which NCCL refuses). Local: every
  * member reads the same device table, so all pick the same. */
 static dist_status cuda_backend(dist__group *g, const dist__backend **out) {
-  if (!g->cuda_backend) {
+  if (!g->device) {
 #ifdef HAVE_NCCL
     const int built_nccl = 1;
 #else
@@ -22,10 +24,12 @@ static dist_status cuda_backend(dist__group *g, const dist__backend **out) {
     if (shared && which == DIST__CUDA_STAGED && dist__engine.cuda_backend == DIST__CUDA_AUTO)
       dist_log(DIST_LOG_INFO, "group '%s': world ranks %d and %d drive the same GPU; its device collectives go "
                "through host memory and MPI (staged), since NCCL refuses two ranks on one GPU", g->name, a, b);
-    g->cuda_backend = which;
+    g->device = calloc(1, sizeof *g->device);
+    if (!g->device) return dist__error(DIST_ERR_NO_MEMORY, "group '%s': its device part", g->name);
+    g->device->backend = which;
   }
 #ifdef HAVE_NCCL
-  if (g->cuda_backend == DIST__CUDA_NCCL) {
+  if (g->device->backend == DIST__CUDA_NCCL) {
     *out = &dist__backend_nccl;
     return DIST_SUCCESS;
   }
@@ -49,12 +53,13 @@ dist_status dist__backend_for(dist_memory mem, dist__group *g, const dist__backe
 }
 
 void dist__backend_release_group(dist__group *g) {
+  if (!g->device) return;
 #ifdef HAVE_NCCL
   void dist__nccl_release(dist__group * g);
   dist__nccl_release(g);
-#else
-  (void)g;
 #endif
+  free(g->device);
+  g->device = NULL;
 }
 
 void dist__pending_init(dist__pending *p) {

@@ -11,42 +11,38 @@
 
 #include "backend/backend.h"
 #include "backend/board.h"
+#include "core/check.h"
 #include "mem/cuda_libs.h"
 #include "backend/faults.h"
 #include "mem/memops.h"
 #include "backend/wait.h"
 
-static dist_status nccl_error(ncclResult_t r, const char *call) {
-  return dist__error(DIST_ERR_CUDA, "%s failed: %s", call, ncclGetErrorString(r));
+dist_status dist__nccl_error(int code, const char *call) {
+  return dist__error(DIST_ERR_NCCL, "%s failed: %s", call, ncclGetErrorString((ncclResult_t)code));
 }
 
-#define NCCL_CALL(call) \
-  do { ncclResult_t r_ = (call); if (r_ != ncclSuccess) return nccl_error(r_, #call); } while (0)
-
 static dist_status comm_of(dist__group *g, ncclComm_t *out) {
-  if (!g->nccl) {
+  if (!g->device->nccl) {
     ncclUniqueId id;
     /* NCCL loaded here and rank 0's unique id: agreed on before anyone
      * blocks in ncclCommInitRank (one node without NCCL fails them all). */
     dist_status mine = dist__nccl_load();
     if (!mine && g->rank == 0) {
-      ncclResult_t r = ncclGetUniqueId(&id);
-      if (r != ncclSuccess) mine = nccl_error(r, "ncclGetUniqueId");
+      mine = DIST_NCCL_STATUS(ncclGetUniqueId(&id), "ncclGetUniqueId");
     }
     DIST_CHECK(dist__agree(dist__comm(g), mine, "loading NCCL and ncclGetUniqueId"));
-    int rc = MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, dist__comm(g));
-    if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Bcast (NCCL unique id)");
+    DIST_MPI_CALL(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, dist__comm(g)));
     ncclComm_t comm;
-    NCCL_CALL(ncclCommInitRank(&comm, g->size, id, g->rank));
-    g->nccl = comm;
+    DIST_NCCL_CALL(ncclCommInitRank(&comm, g->size, id, g->rank));
+    g->device->nccl = comm;
   }
-  *out = (ncclComm_t)g->nccl;
+  *out = (ncclComm_t)g->device->nccl;
   return DIST_SUCCESS;
 }
 
 void dist__nccl_release(dist__group *g) {
-  if (g->nccl) ncclCommDestroy((ncclComm_t)g->nccl);
-  g->nccl = NULL;
+  if (g->device && g->device->nccl) DIST_WARN_CALL(ncclCommDestroy((ncclComm_t)g->device->nccl));
+  if (g->device) g->device->nccl = NULL;
 }
 
 /* DIST_TIMEOUT on device communicators, NCCL's way. With a timeout set, a
@@ -63,11 +59,11 @@ static dist_status watched(dist__group *g, ncclComm_t comm, const char *call) {
     if (q == cudaSuccess) return DIST_SUCCESS;
     if (q != cudaErrorNotReady) return dist__cuda_error(q, "cudaStreamQuery");
     ncclResult_t async = ncclSuccess;
-    ncclCommGetAsyncError(comm, &async);
+    dist_status s = DIST_NCCL_STATUS(ncclCommGetAsyncError(comm, &async), "ncclCommGetAsyncError");
     double t = MPI_Wtime() - t0;
-    dist_status s = dist__faults_check();
+    if (!s) s = dist__faults_check();
     if (!s && async != ncclSuccess && async != ncclInProgress)
-      s = dist__error(DIST_ERR_CUDA, "%s on group '%s': NCCL reported an asynchronous error: %s", call, g->name,
+      s = dist__error(DIST_ERR_NCCL, "%s on group '%s': NCCL reported an asynchronous error: %s", call, g->name,
                       ncclGetErrorString(async));
     if (!s && t > limit) {
       char behind[1024];
@@ -78,8 +74,8 @@ static dist_status watched(dist__group *g, ncclComm_t comm, const char *call) {
                       call, g->name, (unsigned long long)dist__engine.cur.seq, limit, t, behind);
     }
     if (s) {
-      ncclCommAbort(comm);
-      g->nccl = NULL;
+      DIST_WARN_CALL(ncclCommAbort(comm));
+      g->device->nccl = NULL;
       return dist__break(s);
     }
     sched_yield();
@@ -155,7 +151,7 @@ static dist_status all_reduce(dist__group *g, const void *send, void *recv, size
   nccl_type(t, &nt, &m);
   DIST_CHECK(scaled(count, m, &count, "ncclAllReduce"));
   DIST_CHECK(comm_of(g, &comm));
-  NCCL_CALL(ncclAllReduce(send, recv, count, nt, nccl_op(op), comm, dist__cuda_stream()));
+  DIST_NCCL_CALL(ncclAllReduce(send, recv, count, nt, nccl_op(op), comm, dist__cuda_stream()));
   return watched(g, comm, "ncclAllReduce");
 }
 
@@ -164,7 +160,7 @@ static dist_status broadcast(dist__group *g, void *buf, size_t count, dist_dtype
   size_t bytes;
   DIST_CHECK(scaled(count, dist_dtype_size(t), &bytes, "ncclBroadcast"));
   DIST_CHECK(comm_of(g, &comm));
-  NCCL_CALL(ncclBroadcast(buf, buf, bytes, ncclUint8, root, comm, dist__cuda_stream()));
+  DIST_NCCL_CALL(ncclBroadcast(buf, buf, bytes, ncclUint8, root, comm, dist__cuda_stream()));
   return watched(g, comm, "ncclBroadcast");
 }
 
@@ -176,7 +172,7 @@ static dist_status reduce(dist__group *g, const void *send, void *recv, size_t c
   nccl_type(t, &nt, &m);
   DIST_CHECK(scaled(count, m, &count, "ncclReduce"));
   DIST_CHECK(comm_of(g, &comm));
-  NCCL_CALL(ncclReduce(send, recv, count, nt, nccl_op(op), root, comm, dist__cuda_stream()));
+  DIST_NCCL_CALL(ncclReduce(send, recv, count, nt, nccl_op(op), root, comm, dist__cuda_stream()));
   return watched(g, comm, "ncclReduce");
 }
 
@@ -192,19 +188,18 @@ static dist_status exchange(dist__group *g, const char *send, const size_t *sc, 
   DIST_CHECK(comm_of(g, &comm));
   int me = g->rank;
   if (sc && rc && sc[me]) {
-    cudaError_t e = cudaMemcpyAsync(recv + rd[me] * es, send + sd[me] * es, sc[me] * es, cudaMemcpyDeviceToDevice, st);
-    if (e != cudaSuccess) return dist__cuda_error(e, "cudaMemcpyAsync");
+    DIST_CUDA_CALL(cudaMemcpyAsync(recv + rd[me] * es, send + sd[me] * es, sc[me] * es, cudaMemcpyDeviceToDevice, st));
   }
   ncclResult_t res = ncclSuccess;
-  NCCL_CALL(ncclGroupStart());
+  DIST_NCCL_CALL(ncclGroupStart());
   for (int r = 0; r < g->size && res == ncclSuccess; r++) {
     if (r == me) continue;
     if (sc && sc[r]) res = ncclSend(send + sd[r] * es, sc[r] * es, ncclUint8, r, comm, st);
     if (res == ncclSuccess && rc && rc[r]) res = ncclRecv(recv + rd[r] * es, rc[r] * es, ncclUint8, r, comm, st);
   }
   ncclResult_t end = ncclGroupEnd(); /* always close the group */
-  if (res != ncclSuccess) return nccl_error(res, "ncclSend/ncclRecv");
-  if (end != ncclSuccess) return nccl_error(end, "ncclGroupEnd");
+  if (res != ncclSuccess) return dist__nccl_error(res, "ncclSend/ncclRecv");
+  if (end != ncclSuccess) return dist__nccl_error(end, "ncclGroupEnd");
   return watched(g, comm, "ncclSend/ncclRecv");
 }
 
@@ -228,13 +223,13 @@ static dist_status reduce_scatter_v(dist__group *g, const void *send, void *recv
   DIST_CHECK(ranges_fit(g->size, counts, displs, es, "ncclReduce"));
   DIST_CHECK(comm_of(g, &comm));
   ncclResult_t res = ncclSuccess;
-  NCCL_CALL(ncclGroupStart());
+  DIST_NCCL_CALL(ncclGroupStart());
   for (int r = 0; r < g->size && res == ncclSuccess; r++)
     res = ncclReduce((const char *)send + displs[r] * es, recv, counts[r] * m, nt, nccl_op(op), r, comm,
                      dist__cuda_stream());
   ncclResult_t end = ncclGroupEnd();
-  if (res != ncclSuccess) return nccl_error(res, "ncclReduce");
-  if (end != ncclSuccess) return nccl_error(end, "ncclGroupEnd");
+  if (res != ncclSuccess) return dist__nccl_error(res, "ncclReduce");
+  if (end != ncclSuccess) return dist__nccl_error(end, "ncclGroupEnd");
   return watched(g, comm, "ncclReduce");
 }
 

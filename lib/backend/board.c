@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/check.h"
 #include "backend/board.h"
 
 #define GROUPS DIST__TRACKED_GROUPS
@@ -33,8 +34,8 @@ dist_status dist__board_open(void) {
   if (rc == MPI_SUCCESS) {
     b->mine = mine;
     b->mine->group = -1;
-    MPI_Win_set_errhandler(b->win, MPI_ERRORS_RETURN);
-    rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, b->win);
+    rc = MPI_Win_set_errhandler(b->win, MPI_ERRORS_RETURN);
+    if (rc == MPI_SUCCESS) rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, b->win);
   }
   dist_status s = rc == MPI_SUCCESS ? DIST_SUCCESS : dist__mpi_error(rc, "MPI_Win_create (progress board)");
   if (s) {
@@ -51,8 +52,8 @@ void dist__board_close(int collective) {
   if (!b) return;
   /* Freeing the window is collective: only on the orderly path. */
   if (collective) {
-    MPI_Win_unlock_all(b->win);
-    MPI_Win_free(&b->win);
+    DIST_WARN_CALL(MPI_Win_unlock_all(b->win));
+    DIST_WARN_CALL(MPI_Win_free(&b->win));
     free((void *)b->mine);
   } /* else the window stays, and its memory with it: peers may still read it */
   free(b);

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/check.h"
 #include "backend/faults.h"
 
 #define TAG 0x0fa7
@@ -37,7 +38,7 @@ dist_status dist__faults_open(void) {
   /* The duplicate is collective: made on every rank, whatever the allocation did. */
   int rc = MPI_Comm_dup(dist__engine.world, &dist__engine.faults);
   if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Comm_dup (fault channel)");
-  MPI_Comm_set_errhandler(dist__engine.faults, MPI_ERRORS_RETURN);
+  DIST_WARN_CALL(MPI_Comm_set_errhandler(dist__engine.faults, MPI_ERRORS_RETURN));
   session++;
   nkeys = 0;
   open_ = 1;
@@ -46,10 +47,10 @@ dist_status dist__faults_open(void) {
 
 void dist__faults_close(void) {
   int finalized = 0;
-  MPI_Finalized(&finalized);
+  DIST_WARN_CALL(MPI_Finalized(&finalized));
   /* Notices nobody received stay in MPI's queues; freeing the communicator
    * is local for MPI and completes once they are gone. */
-  if (open_ && !finalized) MPI_Comm_free(&dist__engine.faults);
+  if (open_ && !finalized) DIST_WARN_CALL(MPI_Comm_free(&dist__engine.faults));
   dist__engine.faults = MPI_COMM_NULL;
   open_ = 0;
   if (inbox)
@@ -82,7 +83,7 @@ void dist__faults_announce(dist__fault_type type, const char *key, const char *t
   for (int r = 0; r < dist__groups.size; r++) {
     MPI_Request q;
     if (r != dist__groups.rank && MPI_Isend(n, (int)sizeof *n, MPI_BYTE, r, TAG, dist__engine.faults, &q) == MPI_SUCCESS)
-      MPI_Request_free(&q); /* small and eager; the buffer stays valid until exit */
+      DIST_WARN_CALL(MPI_Request_free(&q)); /* small and eager; the buffer stays valid until exit */
   }
 }
 
@@ -93,7 +94,7 @@ static void receive(void) {
     if (MPI_Iprobe(MPI_ANY_SOURCE, TAG, dist__engine.faults, &flag, &st) != MPI_SUCCESS || !flag) return;
     notice *n = malloc(sizeof *n), dummy;
     int count = 0;
-    MPI_Get_count(&st, MPI_BYTE, &count);
+    if (MPI_Get_count(&st, MPI_BYTE, &count) != MPI_SUCCESS) count = -1; /* dropped below */
     if (MPI_Recv(n ? n : &dummy, (int)sizeof *n, MPI_BYTE, st.MPI_SOURCE, TAG, dist__engine.faults, MPI_STATUS_IGNORE) !=
             MPI_SUCCESS ||
         !n || count != (int)sizeof *n || n->session != session || n->type < 0 || n->type >= DIST__FAULT_TYPES ||

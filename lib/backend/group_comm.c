@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "core/check.h"
 
 static void free_group(dist__group *g);
 
@@ -16,7 +17,7 @@ static dist_status attach(dist__group *g, MPI_Comm comm) {
   if (comm == MPI_COMM_NULL) return DIST_SUCCESS;
   g->mpi = malloc(sizeof *g->mpi);
   if (!g->mpi) {
-    MPI_Comm_free(&comm);
+    DIST_WARN_CALL(MPI_Comm_free(&comm));
     return dist__error(DIST_ERR_NO_MEMORY, "group '%s': its MPI part", g->name);
   }
   g->mpi->comm = comm;
@@ -26,8 +27,8 @@ static dist_status attach(dist__group *g, MPI_Comm comm) {
 static void detach(dist__group *g) {
   if (!g->mpi) return;
   int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (!finalized && g->mpi->comm != MPI_COMM_NULL) MPI_Comm_free(&g->mpi->comm);
+  DIST_WARN_CALL(MPI_Finalized(&finalized));
+  if (!finalized && g->mpi->comm != MPI_COMM_NULL) DIST_WARN_CALL(MPI_Comm_free(&g->mpi->comm));
   free(g->mpi);
   g->mpi = NULL;
 }
@@ -42,11 +43,12 @@ dist_status dist__group_keep(const char *name, int parent, dist__layout *layout,
   kept = s ? NULL : malloc(sizeof *kept);
   if (!s && !kept) s = dist__error(DIST_ERR_NO_MEMORY, "group '%s'", name);
   if (!s && comm != MPI_COMM_NULL) {
-    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(comm, &g.rank);
-    MPI_Comm_size(comm, &g.size);
-    g.members = malloc(sizeof(int) * (size_t)g.size);
-    if (!g.members) s = dist__error(DIST_ERR_NO_MEMORY, "member list of group '%s'", name);
+    int rc = MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_rank(comm, &g.rank);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_size(comm, &g.size);
+    g.members = rc == MPI_SUCCESS ? malloc(sizeof(int) * (size_t)g.size) : NULL;
+    if (rc != MPI_SUCCESS) s = dist__mpi_error(rc, "MPI_Comm_rank/size (new group)");
+    else if (!g.members) s = dist__error(DIST_ERR_NO_MEMORY, "member list of group '%s'", name);
     else dist__layout_members(layout, dist__groups.rank, g.members);
   } else {
     g.size = layout->size;
@@ -58,7 +60,7 @@ dist_status dist__group_keep(const char *name, int parent, dist__layout *layout,
   if (s) {
     free(kept);
     free(g.members);
-    if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
+    if (comm != MPI_COMM_NULL) DIST_WARN_CALL(MPI_Comm_free(&comm));
     return s;
   }
   g.layout = *layout; /* the table takes the layout over */
@@ -115,19 +117,23 @@ static dist_status private_fill(const char *name, MPI_Comm comm, dist__group *ou
   snprintf(out->name, sizeof out->name, "%s", name);
   DIST_CHECK(attach(out, comm));
   if (!out->mpi) return DIST_SUCCESS;
-  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-  MPI_Comm_rank(comm, &out->rank);
-  MPI_Comm_size(comm, &out->size);
+  int rc = MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  if (rc == MPI_SUCCESS) rc = MPI_Comm_rank(comm, &out->rank);
+  if (rc == MPI_SUCCESS) rc = MPI_Comm_size(comm, &out->size);
+  if (rc != MPI_SUCCESS) {
+    dist__group_private_free(out);
+    return dist__mpi_error(rc, "MPI_Comm_rank/size (private group)");
+  }
   out->members = malloc(sizeof(int) * (size_t)out->size);
   int *mine = malloc(sizeof(int) * (size_t)out->size);
   MPI_Group own, world;
-  int rc = out->members && mine ? MPI_Comm_group(comm, &own) : MPI_ERR_NO_MEM;
+  rc = out->members && mine ? MPI_Comm_group(comm, &own) : MPI_ERR_NO_MEM;
   if (rc == MPI_SUCCESS) {
     for (int i = 0; i < out->size; i++) mine[i] = i;
     rc = MPI_Comm_group(dist__engine.world, &world);
     if (rc == MPI_SUCCESS) rc = MPI_Group_translate_ranks(own, out->size, mine, world, out->members);
-    if (rc == MPI_SUCCESS) MPI_Group_free(&world);
-    MPI_Group_free(&own);
+    if (rc == MPI_SUCCESS) DIST_WARN_CALL(MPI_Group_free(&world));
+    DIST_WARN_CALL(MPI_Group_free(&own));
   }
   free(mine);
   if (rc == MPI_SUCCESS) return DIST_SUCCESS;
@@ -153,8 +159,8 @@ dist_status dist__group_copy_private(const char *name, const dist__group *of, di
   if (rc == MPI_SUCCESS) {
     rc = MPI_Group_incl(world, of->size, of->members, &members);
     if (rc == MPI_SUCCESS) rc = MPI_Comm_create_group(dist__engine.world, members, 0x0da5, &comm);
-    if (rc == MPI_SUCCESS) MPI_Group_free(&members);
-    MPI_Group_free(&world);
+    if (rc == MPI_SUCCESS) DIST_WARN_CALL(MPI_Group_free(&members));
+    DIST_WARN_CALL(MPI_Group_free(&world));
   }
   if (rc != MPI_SUCCESS) {
     private_fill(name, MPI_COMM_NULL, out);

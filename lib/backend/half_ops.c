@@ -2,6 +2,7 @@
  * rounds back to 16 bits, as NCCL does, so compressed buckets cross the
  * wire at 2 bytes per element. MPI has no 16-bit float type, hence a user
  * operation on MPI_UINT16_T (commutative, so every algorithm may use it). */
+#include "core/check.h"
 #include "mem/half.h"
 #include "mem/f16_loops.h"
 #include "backend/half_ops.h"
@@ -37,9 +38,9 @@ dist_status dist__half_sum_op(dist_dtype t, MPI_Op *op) {
 
 void dist__half_ops_free(void) {
   int finalized = 0;
-  MPI_Finalized(&finalized);
+  DIST_WARN_CALL(MPI_Finalized(&finalized));
   for (int k = 0; k < 2; k++) {
-    if (ops[k] != MPI_OP_NULL && !finalized) MPI_Op_free(&ops[k]);
+    if (ops[k] != MPI_OP_NULL && !finalized) DIST_WARN_CALL(MPI_Op_free(&ops[k]));
     ops[k] = MPI_OP_NULL;
   }
 }

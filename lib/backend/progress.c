@@ -5,6 +5,7 @@
  * MPI_THREAD_MULTIPLE. */
 #include <time.h>
 
+#include "core/check.h"
 #include "backend/agree.h"
 #include "backend/backend.h"
 #include "backend/progress.h"
@@ -19,7 +20,7 @@ static void *run(void *arg) {
     }
     pthread_mutex_unlock(&p->lock);
     int flag;
-    MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, p->comm, &flag, MPI_STATUS_IGNORE);
+    (void)MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, p->comm, &flag, MPI_STATUS_IGNORE); /* only a poke at MPI's progress */
     /* Yield the core briefly: ranks often outnumber cores. */
     struct timespec ts = {0, 20000};
     nanosleep(&ts, NULL);
@@ -31,7 +32,7 @@ static void *run(void *arg) {
 
 dist_status dist__progress_check(const char *what) {
   int level = MPI_THREAD_SINGLE;
-  MPI_Query_thread(&level);
+  DIST_MPI_CALL(MPI_Query_thread(&level));
   if (level < MPI_THREAD_MULTIPLE)
     return dist__error(DIST_ERR_UNSUPPORTED, "%s needs MPI_THREAD_MULTIPLE (initialize with thread_level = DIST_THREAD_MULTIPLE)",
                        what);
@@ -51,7 +52,7 @@ dist_status dist__progress_start(dist__progress *p, const dist__group *g) {
   p->stop = 0;
   p->inflight = 0;
   if (pthread_create(&p->thread, NULL, run, p) != 0) {
-    MPI_Comm_free(&p->comm);
+    DIST_WARN_CALL(MPI_Comm_free(&p->comm));
     return dist__error(DIST_ERR_INTERNAL, "pthread_create failed for the progress thread");
   }
   p->running = 1;
@@ -67,7 +68,7 @@ void dist__progress_stop(dist__progress *p) {
   pthread_join(p->thread, NULL);
   pthread_mutex_destroy(&p->lock);
   pthread_cond_destroy(&p->wake);
-  MPI_Comm_free(&p->comm);
+  DIST_WARN_CALL(MPI_Comm_free(&p->comm));
   p->running = 0;
 }
 

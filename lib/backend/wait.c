@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/check.h"
 #include "backend/board.h"
 #include "backend/faults.h"
 #include "backend/wait.h"
@@ -108,7 +109,7 @@ dist_status dist__waitall(int n, MPI_Request *r, const char *call) {
 
 dist_status dist__require_usable(const char *what) {
   int finalized = 0;
-  MPI_Finalized(&finalized);
+  DIST_MPI_CALL(MPI_Finalized(&finalized));
   if (finalized)
     return dist__error(DIST_ERR_UNSUPPORTED,
                        "%s: MPI was finalized (MPI_Finalize before dist_manager_finalize?): distmgr cannot "

@@ -79,6 +79,9 @@ char *dist__settings_line(const char *const *env, char *buf, size_t n);
 /* The setting name closest to `name` (edit distance, at most 3) into `out`;
  * returns the distance, or -1 (and "") when none is that close. Pure. */
 int dist__settings_closest(const char *name, char *out, size_t n);
+/* 1 when setting i (table order) must be the same on every rank, with its
+ * name and value as parsed in s; 0 otherwise or out of range. */
+int dist__settings_must_match(int i, const dist__settings *s, const char **name, double *value);
 
 /* Device choice from the DIST_DEVICE setting, the number of visible CUDA
  * devices (`why`: the reason when 0) and the local rank. Pure. */

@@ -19,9 +19,9 @@ typedef struct dist__group {
   int rank;            /* my rank in my copy; -1 if not a member */
   int index;           /* position in the table (creation order) */
   int *members;        /* world ranks of my copy, NULL if not a member */
-  struct dist__mpi_group *mpi; /* the MPI backend's (the communicator); NULL if not a member */
-  void *nccl;          /* ncclComm_t, created at the first device collective */
-  int cuda_backend;    /* 0 until a device collective picks one: DIST__CUDA_NCCL or _STAGED */
+  /* The engines' parts, made and freed by backend/ (opaque here). */
+  struct dist__mpi_group *mpi;       /* the communicator; NULL if not a member */
+  struct dist__device_group *device; /* made at the first device collective; NULL until then */
   uint64_t seq;        /* collective calls begun on this group by this rank */
 } dist__group;
 

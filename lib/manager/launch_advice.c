@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/check.h"
 #include "manager/state.h"
 
 typedef enum { MPI_OTHER, MPI_OPEN, MPI_MPICH } mpi_family;
@@ -16,7 +17,7 @@ typedef enum { MPI_OTHER, MPI_OPEN, MPI_MPICH } mpi_family;
 static mpi_family mpi_library(char *out, size_t n) {
   char v[MPI_MAX_LIBRARY_VERSION_STRING] = "";
   int len = 0;
-  MPI_Get_library_version(v, &len); /* allowed before MPI_Init */
+  if (MPI_Get_library_version(v, &len) != MPI_SUCCESS) v[0] = 0; /* allowed before MPI_Init; unknown then */
   v[strcspn(v, ",\n")] = 0;
   if (strncmp(v, "MPICH Version:", 14) == 0) {
     snprintf(out, n, "MPICH %s", v + 14 + strspn(v + 14, " \t"));
@@ -144,8 +145,8 @@ static dist_status not_joined(const dist_launch *l, const char *const *env, int 
 
 dist_status dist__launch_check_world(const dist_launch *l, int forced, const char *const *env) {
   int rank, size;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  DIST_MPI_CALL(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  DIST_MPI_CALL(MPI_Comm_size(MPI_COMM_WORLD, &size));
   if (rank == l->rank && size == l->size) return DIST_SUCCESS;
   if (size == 1 && l->size > 1) return not_joined(l, env, rank);
   const char *why;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 
+#include "core/check.h"
 #include "backend/board.h"
 #include "manager/coll_call.h"
 #include "backend/faults.h"
@@ -33,8 +34,8 @@ static void release_state(int orderly) {
   dist__engine.device_keys = NULL;
   free(m->startup_rows);
   m->startup_rows = NULL;
-  MPI_Finalized(&finalized);
-  if (dist__engine.world != MPI_COMM_NULL && !finalized) MPI_Comm_free(&dist__engine.world);
+  DIST_WARN_CALL(MPI_Finalized(&finalized));
+  if (dist__engine.world != MPI_COMM_NULL && !finalized) DIST_WARN_CALL(MPI_Comm_free(&dist__engine.world));
   dist__engine.world = MPI_COMM_NULL;
   m->initialized = 0;
   dist__engine.up = 0;
@@ -60,24 +61,24 @@ static void end_job(void) {
   fflush(stderr);
   dist__faults_announce(DIST__FAULT_EXIT, NULL, msg);
   dist__faults_flush(1.0);
-  MPI_Abort(MPI_COMM_WORLD, 1);
+  (void)MPI_Abort(MPI_COMM_WORLD, 1); /* does not return */
 }
 
 static void at_exit(void) {
   int inited = 0, finalized = 0;
-  MPI_Initialized(&inited);
-  MPI_Finalized(&finalized);
+  DIST_WARN_CALL(MPI_Initialized(&inited));
+  DIST_WARN_CALL(MPI_Finalized(&finalized));
   if (dist__state.initialized && dist__state.mpi_ours && dist__groups.size > 1 && inited && !finalized) end_job();
   if (dist__state.initialized) release_state(1);
-  if (dist__state.mpi_ours && inited && !finalized) MPI_Finalize();
+  if (dist__state.mpi_ours && inited && !finalized) DIST_WARN_CALL(MPI_Finalize());
 }
 
 static dist_status start_mpi(MPI_Comm adopt, dist_thread_level level) {
   dist__manager *m = &dist__state;
   int inited = 0, finalized = 0, provided = MPI_THREAD_SINGLE;
-  MPI_Finalized(&finalized);
+  DIST_MPI_CALL(MPI_Finalized(&finalized));
   if (finalized) return dist__error(DIST_ERR_UNSUPPORTED, "MPI was already finalized; it cannot be initialized again");
-  MPI_Initialized(&inited);
+  DIST_MPI_CALL(MPI_Initialized(&inited));
   if (!inited) {
     if (adopt != MPI_COMM_WORLD)
       return dist__error(DIST_ERR_INVALID_ARGUMENT, "adopting a communicator requires MPI to be initialized first");
@@ -94,19 +95,17 @@ static dist_status start_mpi(MPI_Comm adopt, dist_thread_level level) {
     if (cores > 0 && dist__launch_node_tasks((const char *const *)environ, &m->launch) > cores)
       setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
     DIST_CHECK(dist__launch_check_pmi_fd((const char *const *)environ));
-    int rc = MPI_Init_thread(NULL, NULL, MPI_LEVELS[level], &provided);
-    if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Init_thread");
+    DIST_MPI_CALL(MPI_Init_thread(NULL, NULL, MPI_LEVELS[level], &provided));
     m->mpi_ours = 1;
   } else {
-    MPI_Query_thread(&provided);
+    DIST_MPI_CALL(MPI_Query_thread(&provided));
   }
   if (!atexit_registered && atexit(at_exit) == 0) atexit_registered = 1;
   if (provided < MPI_LEVELS[level])
     return dist__error(DIST_ERR_UNSUPPORTED, "MPI provides thread level %d, less than the requested %d", provided,
                        MPI_LEVELS[level]);
-  int rc = MPI_Comm_dup(adopt, &dist__engine.world);
-  if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Comm_dup (world)");
-  MPI_Comm_set_errhandler(dist__engine.world, MPI_ERRORS_RETURN);
+  DIST_MPI_CALL(MPI_Comm_dup(adopt, &dist__engine.world));
+  DIST_MPI_CALL(MPI_Comm_set_errhandler(dist__engine.world, MPI_ERRORS_RETURN));
   m->adopted = adopt != MPI_COMM_WORLD;
   return DIST_SUCCESS;
 }
@@ -307,7 +306,8 @@ static dist_status initialize(MPI_Comm adopt, const dist_init_options *options) 
    * inherit one task's PMI identity), and there is no MPI world to agree in. */
   if (detected && !read && m->launch.method == DIST_LAUNCH_ENV && !m->launch.mpi_can_join) return detected;
   DIST_CHECK(start_mpi(adopt, o.thread_level));
-  MPI_Comm_size(dist__engine.world, &dist__groups.size);
+  /* A failure joins the first round as this rank's own (never a return before it). */
+  if (!read) read = DIST_MPI_STATUS(MPI_Comm_size(dist__engine.world, &dist__groups.size), "MPI_Comm_size (world)");
   dist_status s = first_round(read, detected);
   if (!s) s = gather_ranks();
   if (!s) s = find_master();

@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -85,42 +86,69 @@ static dist_status parse_timeout(const char *name, const char *value, dist__sett
   return DIST_SUCCESS;
 }
 
+/* Where a parsed value lands, so that code comparing settings across ranks
+ * reads them from this table rather than from a list of its own. */
+enum { INT, LLONG, DOUBLE };
+#define AT(field, type) offsetof(dist__settings, field), type
+
+/* One row per setting: adding one is a field in dist__settings and a row
+ * here. MATCH: every rank must use the same value (checked at initialize,
+ * settings_agree.c); LOCAL: may differ between ranks. */
+enum { LOCAL = 0, MATCH = 1 };
 static const struct {
   dist_setting_info info;
   setting_parser parse;
+  size_t offset;
+  int type;
+  int must_match;
 } TABLE[] = {
     {{"DIST_INIT_METHOD", "AUTO",
       "launch method: AUTO (detect), SINGLE, ENV (torchrun), SLURM, OPENMPI or MPICH"},
-     parse_method},
-    {{"DIST_LOG_LEVEL", "warn", "log threshold: none, error, warn, info or debug (or 0-4)"}, parse_log_level},
+     parse_method, AT(init_method, INT), MATCH},
+    {{"DIST_LOG_LEVEL", "warn", "log threshold: none, error, warn, info or debug (or 0-4)"}, parse_log_level,
+     AT(log_level, INT), LOCAL},
     {{"DIST_DEVICE", "auto",
       "device: auto (local rank mod visible CUDA devices; CPU if none, with a warning when GPUs were allocated), "
       "cuda (as auto, but no usable GPU is an error), cpu, or a CUDA device index"},
-     parse_device},
+     parse_device, AT(device, INT), LOCAL},
     {{"DIST_RANKS_PER_NODE", "0",
       "treat each N consecutive world ranks as one node (simulated nodes); 0 = real nodes from MPI shared memory"},
-     parse_ranks_per_node},
-    {{"DIST_MASTER_PORT", "12355", "master port reported when the launcher sets no MASTER_PORT"}, parse_port},
+     parse_ranks_per_node, AT(ranks_per_node, INT), MATCH},
+    {{"DIST_MASTER_PORT", "12355", "master port reported when the launcher sets no MASTER_PORT"}, parse_port,
+     AT(master_port, INT), LOCAL},
     {{"DIST_VERIFY", "1",
       "1: every collective first agrees across ranks that all arguments are valid and match (errors, not hangs); "
       "0: skip that small all-reduce"},
-     parse_verify},
+     parse_verify, AT(verify, INT), MATCH},
     {{"DIST_CUDA_BACKEND", "auto", "device-memory collectives: auto (NCCL if built with it; staged for a group with two ranks on one GPU), nccl, or staged "
       "(copied through host memory and MPI)"},
-     parse_cuda_backend},
+     parse_cuda_backend, AT(cuda_backend, INT), MATCH},
+    /* Must match too, as the threshold it resolves to (settings_agree.c). */
     {{"DIST_NB_ALLREDUCE_MIN", "auto",
       "blocking host all-reduces of at least this many bytes run as MPI_Iallreduce + MPI_Wait: auto (1 MiB with "
       "Open MPI when libnbc's all-reduce is Rabenseifner or ring, which distmgr sets by default; else off), off, "
       "or a byte count"},
-     parse_nb_allreduce_min},
+     parse_nb_allreduce_min, AT(nb_allreduce_min, LLONG), LOCAL},
     {{"DIST_TIMEOUT", "off",
       "seconds a collective, wait or group creation may take before it fails on every live rank, naming the "
       "ranks that did not arrive; off (0) = wait forever"},
-     parse_timeout},
+     parse_timeout, AT(timeout, DOUBLE), MATCH},
 };
 #define NSETTINGS ((int)(sizeof TABLE / sizeof TABLE[0]))
 
 int dist_settings_count(void) { return NSETTINGS; }
+
+int dist__settings_must_match(int i, const dist__settings *s, const char **name, double *value) {
+  if (i < 0 || i >= NSETTINGS || !TABLE[i].must_match) return 0;
+  const char *field = (const char *)s + TABLE[i].offset;
+  switch (TABLE[i].type) {
+    case INT: *value = *(const int *)field; break;
+    case LLONG: *value = (double)*(const long long *)field; break;
+    default: *value = *(const double *)field; break;
+  }
+  *name = TABLE[i].info.name;
+  return 1;
+}
 
 const dist_setting_info *dist_settings_get(int i) { return i >= 0 && i < NSETTINGS ? &TABLE[i].info : NULL; }
 

@@ -3,21 +3,17 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "core/check.h"
 #include "manager/startup.h"
 
-#define MPI_TRY(call)                                               \
-  do {                                                              \
-    int rc_ = (call);                                               \
-    if (rc_ != MPI_SUCCESS) return dist__mpi_error(rc_, #call);     \
-  } while (0)
 
 /* My node's ranks: MPI's shared-memory split, or blocks of N world ranks
  * when DIST_RANKS_PER_NODE simulates nodes on one machine. */
 static dist_status split_node(MPI_Comm *node_comm) {
   dist__manager *m = &dist__state;
   int n = m->settings.ranks_per_node;
-  if (n > 0) MPI_TRY(MPI_Comm_split(dist__engine.world, dist__groups.rank / n, dist__groups.rank, node_comm));
-  else MPI_TRY(MPI_Comm_split_type(dist__engine.world, MPI_COMM_TYPE_SHARED, dist__groups.rank, MPI_INFO_NULL, node_comm));
+  if (n > 0) DIST_MPI_CALL(MPI_Comm_split(dist__engine.world, dist__groups.rank / n, dist__groups.rank, node_comm));
+  else DIST_MPI_CALL(MPI_Comm_split_type(dist__engine.world, MPI_COMM_TYPE_SHARED, dist__groups.rank, MPI_INFO_NULL, node_comm));
   return DIST_SUCCESS;
 }
 
@@ -43,16 +39,21 @@ dist_status dist__topology_node(MPI_Comm *node_comm, int *leader) {
   MPI_Group node_group, world_group;
   int zero = 0;
   *node_comm = MPI_COMM_NULL;
-  MPI_Comm_rank(dist__engine.world, &dist__groups.rank);
-  MPI_Comm_size(dist__engine.world, &dist__groups.size);
-  DIST_CHECK(split_node(node_comm));
-  MPI_Comm_rank(*node_comm, &m->local_rank);
-  MPI_Comm_size(*node_comm, &m->local_size);
-  MPI_Comm_group(*node_comm, &node_group);
-  MPI_Comm_group(dist__engine.world, &world_group);
-  MPI_Group_translate_ranks(node_group, 1, &zero, world_group, leader); /* local */
-  MPI_Group_free(&node_group);
-  MPI_Group_free(&world_group);
+  int rc = MPI_Comm_rank(dist__engine.world, &dist__groups.rank);
+  if (rc == MPI_SUCCESS) rc = MPI_Comm_size(dist__engine.world, &dist__groups.size);
+  DIST_CHECK(split_node(node_comm)); /* collective: joined before any local failure returns */
+  /* Local from here: a failure is this rank's, agreed on by the caller. */
+  DIST_CHECK(DIST_MPI_STATUS(rc, "MPI_Comm_rank/size (world)"));
+  DIST_MPI_CALL(MPI_Comm_rank(*node_comm, &m->local_rank));
+  DIST_MPI_CALL(MPI_Comm_size(*node_comm, &m->local_size));
+  DIST_MPI_CALL(MPI_Comm_group(*node_comm, &node_group));
+  rc = MPI_Comm_group(dist__engine.world, &world_group);
+  if (rc == MPI_SUCCESS) {
+    rc = MPI_Group_translate_ranks(node_group, 1, &zero, world_group, leader);
+    DIST_WARN_CALL(MPI_Group_free(&world_group));
+  }
+  DIST_WARN_CALL(MPI_Group_free(&node_group));
+  DIST_CHECK(DIST_MPI_STATUS(rc, "MPI_Group_translate_ranks (node leader)"));
   return check_launcher_local();
 }
 

@@ -1,7 +1,9 @@
 /* Memory operations in a memory space: scratch buffers, strided copies,
- * 16-bit casts, scaling and index-add. Host memory is handled here; CUDA
- * memory with stream-ordered runtime calls and the kernels of cuda_kernels.cu,
- * on the caller's stream (dist_cuda_set_stream). */
+ * 16-bit casts, scaling and index-add. One ops table per memory space:
+ * host memory (host_mem.c) and CUDA memory (cuda_mem.c: stream-ordered
+ * runtime calls and the kernels of cuda_kernels.cu, on the caller's stream,
+ * dist_cuda_set_stream). memops.c checks the arguments once and picks the
+ * table: the only place that tells host from CUDA memory. */
 #ifndef DISTMGR_MEMOPS_H
 #define DISTMGR_MEMOPS_H
 
@@ -42,10 +44,35 @@ dist_status dist__mem_event_test(void *event, int *done); /* destroys it once do
 /* Wait on the host for work enqueued so far (a no-op for host memory). */
 dist_status dist__mem_sync(dist_memory mem);
 
+/* A memory space's operations, on arguments memops.c has checked. */
+typedef struct dist__mem_ops {
+  dist_status (*alloc)(size_t bytes, void **p);
+  void (*free)(void *p);
+  dist_status (*zero)(void *p, size_t bytes);
+  dist_status (*copy2d)(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height);
+  dist_status (*widen)(const void *src, dist_dtype t, void *dst, size_t n);
+  dist_status (*narrow)(const void *src, dist_dtype t, void *dst, size_t n);
+  dist_status (*divide)(void *buf, dist_dtype t, size_t n, int64_t divisor);
+  dist_status (*index_add)(void *dst, const void *src, dist_dtype t, int64_t outer, int64_t rows, int64_t inner,
+                           const int64_t *idx, int64_t nidx);
+  dist_status (*index_select)(void *dst, const void *src, size_t esize, int64_t outer, int64_t rows, int64_t inner,
+                              const int64_t *idx, int64_t nidx);
+  dist_status (*upload)(void *dst, const void *host_src, size_t bytes);
+  dist_status (*download)(void *host_dst, const void *src, size_t bytes);
+  dist_status (*upload_copy)(void *dst, const void *host_src, size_t bytes);
+  dist_status (*sync)(void);
+  dist_status (*event_record)(void **event);
+} dist__mem_ops;
+
+extern const dist__mem_ops dist__mem_host; /* host_mem.c */
+extern const dist__mem_ops dist__mem_cuda; /* cuda_mem.c; without CUDA every op is an error */
+
+/* CUDA error codes as distmgr errors (DIST_ERR_CUDA); for core/check.h. */
+dist_status dist__cuda_error(int code, const char *call);
+
 #ifdef HAVE_CUDA
 #include <cuda_runtime.h>
 cudaStream_t dist__cuda_stream(void);
-dist_status dist__cuda_error(cudaError_t e, const char *call);
 /* Kernels (cuda_kernels.cu), launched on `s`. idx is a device array. */
 int dist__cuda_widen(const void *src, int dtype, void *dst, size_t n, cudaStream_t s);
 int dist__cuda_narrow(const void *src, int dtype, void *dst, size_t n, cudaStream_t s);

@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "core/internal.h"
+#include "core/check.h"
 #include "mem/memops.h"
 #include "optim/optim.h"
 
@@ -72,7 +73,7 @@ dist_status dist__optim_adam_update(const dist_optim *o, const dist_param_info *
     (void)cudaGetLastError(); /* an earlier failure is not ours */
     int e = dist__cuda_adam(info->data, grad, s->buf[0], s->buf[1], s->buf[2], (int)info->dtype, n, &sc,
                             dist__cuda_stream());
-    return e ? dist__cuda_error((cudaError_t)e, "dist__cuda_adam") : DIST_SUCCESS;
+    return DIST_CUDA_STATUS(e, "dist__cuda_adam");
 #else
     return dist__error(DIST_ERR_UNSUPPORTED, "dist_optim_step: CUDA parameter '%s' in a distmgr built without CUDA",
                        info->name);

@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "core/internal.h"
+#include "core/check.h"
 #include "mem/memops.h"
 #include "optim/optim.h"
 
@@ -59,7 +60,7 @@ dist_status dist__optim_sgd_update(const dist_optim *o, const dist_param_info *i
 #ifdef HAVE_CUDA
     (void)cudaGetLastError(); /* an earlier failure is not ours */
     int e = dist__cuda_sgd(info->data, grad, s->buf[0], (int)info->dtype, n, &sc, dist__cuda_stream());
-    return e ? dist__cuda_error((cudaError_t)e, "dist__cuda_sgd") : DIST_SUCCESS;
+    return DIST_CUDA_STATUS(e, "dist__cuda_sgd");
 #else
     return dist__error(DIST_ERR_UNSUPPORTED, "dist_optim_step: CUDA parameter '%s' in a distmgr built without CUDA",
                        info->name);
