@@ -99,11 +99,8 @@ dist_status dist__daso_set_ref(dist_daso *d) {
   for (int i = 0; i < d->p->n; i++) {
     const dist__param *q = &d->p->p[i];
     size_t bytes = dist__param_bytes(q);
-    if (q->memory == DIST_MEM_HOST) memcpy((char *)d->ref + off, q->data, bytes);
-    else {
-      DIST_CHECK(dist__mem_download(q->memory, (char *)d->ref + off, q->data, bytes));
-      DIST_CHECK(dist__mem_sync(q->memory));
-    }
+    DIST_CHECK(dist__mem_download(q->memory, (char *)d->ref + off, q->data, bytes)); /* a memcpy for host memory */
+    DIST_CHECK(dist__mem_sync(q->memory));
     off += bytes;
   }
   return DIST_SUCCESS;
