@@ -1,0 +1,237 @@
+/* The store client (store.h): one blocking connection, every call bounded
+ * by a deadline. A WAIT that times out is cancelled (CANCEL_WAIT, torch >=
+ * 2.1) or, where the dialect has no cancel, the connection is replaced, so
+ * the client stays usable either way. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "store/bytes.h"
+#include "store/net.h"
+#include "store/store.h"
+
+struct dist__store_client {
+  int fd;
+  char host[256];
+  int port;
+  char where[300]; /* "host port N" for messages */
+  dist__store_dialect d;
+  double timeout;
+  dist__store_limits lim;
+};
+
+static dist_status open_fd(dist__store_client *c, double deadline) {
+  DIST_CHECK(dist__net_connect(c->host, c->port, deadline, &c->fd));
+  if (c->d != DIST__STORE_TORCH22) return DIST_SUCCESS;
+  uint8_t v[5] = {(uint8_t)dist__store_opcode(c->d, DIST__STORE_VALIDATE), 0xCE, 0xF7, 0x85, 0x3C}; /* magic, LE */
+  dist_status s = dist__net_send(c->fd, v, sizeof v, deadline, "VALIDATE", c->where);
+  if (s) close(c->fd), c->fd = -1;
+  return s;
+}
+
+dist_status dist__store_connect(const char *host, int port, dist__store_dialect d, double timeout,
+                                dist__store_client **out) {
+  static const dist__store_limits lim = DIST__STORE_LIMITS_DEFAULT;
+  *out = NULL;
+  if (!host || !*host) return dist__error(DIST_ERR_INVALID_ARGUMENT, "store: no host given (MASTER_ADDR unset?)");
+  if (strlen(host) >= 256) return dist__error(DIST_ERR_INVALID_ARGUMENT, "store: host name of %zu characters", strlen(host));
+  if (port <= 0 || port > 65535) return dist__error(DIST_ERR_INVALID_ARGUMENT, "store: port %d is not a TCP port", port);
+  if (d < 0 || d >= DIST__STORE_DIALECTS) return dist__error(DIST_ERR_INVALID_ARGUMENT, "store: unknown dialect %d", (int)d);
+  if (!(timeout > 0)) return dist__error(DIST_ERR_INVALID_ARGUMENT, "store: timeout %g s is not positive", timeout);
+  dist__store_client *c = calloc(1, sizeof *c);
+  if (!c) return dist__error(DIST_ERR_NO_MEMORY, "store client");
+  snprintf(c->host, sizeof c->host, "%s", host);
+  snprintf(c->where, sizeof c->where, "%s port %d", host, port);
+  c->port = port;
+  c->d = d;
+  c->timeout = timeout;
+  c->lim = lim;
+  c->fd = -1;
+  dist_status s = open_fd(c, dist__net_now() + timeout);
+  if (s) return free(c), s;
+  *out = c;
+  return DIST_SUCCESS;
+}
+
+void dist__store_close(dist__store_client *c) {
+  if (!c) return;
+  if (c->fd >= 0) close(c->fd);
+  free(c);
+}
+
+/* ---- requests --------------------------------------------------------------- */
+
+static int op(dist__store_client *c, dist__store_op o, dist__bytes *b) {
+  uint8_t code = (uint8_t)dist__store_opcode(c->d, o);
+  return dist__bytes_add(b, &code, 1);
+}
+
+static int u64(dist__bytes *b, uint64_t v) {
+  uint8_t w[8];
+  dist__store_put_u64(w, v);
+  return dist__bytes_add(b, w, 8);
+}
+
+static int blob(dist__bytes *b, const void *p, size_t n) { return u64(b, n) || dist__bytes_add(b, p, n); }
+
+static dist_status send_req(dist__store_client *c, dist__bytes *b, int oom, double deadline, const char *what) {
+  dist_status s = oom ? dist__error(DIST_ERR_NO_MEMORY, "store: request %s", what)
+                      : c->fd < 0 ? dist__error(DIST_ERR_IO, "store at %s: not connected", c->where)
+                                  : dist__net_send(c->fd, b->p, b->n, deadline, what, c->where);
+  dist__bytes_free(b);
+  return s;
+}
+
+static dist_status key_ok(const char *key) {
+  if (!key) return dist__error(DIST_ERR_INVALID_ARGUMENT, "store: NULL key");
+  return DIST_SUCCESS;
+}
+
+static dist_status recv_u64(dist__store_client *c, uint64_t *v, double deadline, const char *what) {
+  uint8_t w[8];
+  DIST_CHECK(dist__net_recv(c->fd, w, 8, deadline, what, c->where));
+  *v = dist__store_u64(w);
+  return DIST_SUCCESS;
+}
+
+/* A length-prefixed value within the limits, malloc'd and NUL-terminated. */
+static dist_status recv_blob(dist__store_client *c, uint8_t **v, size_t *n, double deadline, const char *what) {
+  uint64_t len;
+  DIST_CHECK(recv_u64(c, &len, deadline, what));
+  if (len > c->lim.value_max)
+    return dist__error(DIST_ERR_CORRUPT, "store at %s: %s of %llu bytes (more than %zu): not a TCPStore of dialect %s?",
+                       c->where, what, (unsigned long long)len, c->lim.value_max, dist__store_dialect_name(c->d));
+  uint8_t *p = malloc((size_t)len + 1);
+  if (!p) return dist__error(DIST_ERR_NO_MEMORY, "store: %s of %llu bytes", what, (unsigned long long)len);
+  dist_status s = dist__net_recv(c->fd, p, (size_t)len, deadline, what, c->where);
+  if (s) return free(p), s;
+  p[len] = 0;
+  *v = p, *n = (size_t)len;
+  return DIST_SUCCESS;
+}
+
+static double deadline_of(const dist__store_client *c) { return dist__net_now() + c->timeout; }
+
+dist_status dist__store_set(dist__store_client *c, const char *key, const void *value, size_t len) {
+  DIST_CHECK(key_ok(key));
+  dist__bytes b = {0};
+  int oom = op(c, DIST__STORE_SET, &b) || blob(&b, key, strlen(key)) || blob(&b, value, len);
+  return send_req(c, &b, oom, deadline_of(c), "SET");
+}
+
+static dist_status keys_req(dist__store_client *c, dist__store_op o, const char *const *keys, size_t n, double deadline,
+                            const char *what) {
+  for (size_t i = 0; i < n; i++) DIST_CHECK(key_ok(keys ? keys[i] : NULL));
+  dist__bytes b = {0};
+  int oom = op(c, o, &b) || u64(&b, n);
+  for (size_t i = 0; i < n && !oom; i++) oom = blob(&b, keys[i], strlen(keys[i]));
+  return send_req(c, &b, oom, deadline, what);
+}
+
+/* Names of the keys still missing, for a timeout's message. */
+static void missing(dist__store_client *c, const char *const *keys, size_t n, char *out, size_t cap) {
+  size_t k = 0;
+  out[0] = 0;
+  for (size_t i = 0; i < n && k < cap; i++) {
+    int have = 0;
+    if (c->fd >= 0 && dist__store_check(c, &keys[i], 1, &have) == DIST_SUCCESS && have) continue;
+    k += (size_t)snprintf(out + k, cap - k, "%s'%s'", k ? ", " : "", keys[i]);
+  }
+}
+
+dist_status dist__store_wait(dist__store_client *c, const char *const *keys, size_t n, double timeout) {
+  double deadline = dist__net_now() + (timeout > 0 ? timeout : c->timeout);
+  DIST_CHECK(keys_req(c, DIST__STORE_WAIT, keys, n, deadline, "WAIT"));
+  uint8_t r;
+  dist_status s = dist__net_recv(c->fd, &r, 1, deadline, "WAIT's answer", c->where);
+  if (!s) return r == DIST__STORE_STOP_WAITING ? DIST_SUCCESS
+                                               : dist__error(DIST_ERR_CORRUPT, "store at %s: WAIT answered %u", c->where, r);
+  if (s != DIST_ERR_TIMEOUT) return s;
+  /* Give the wait up, so that the connection can be used again. */
+  double grace = dist__net_now() + c->timeout;
+  int cancel = dist__store_opcode(c->d, DIST__STORE_CANCEL_WAIT);
+  dist__bytes b = {0};
+  int reusable = 0;
+  if (cancel >= 0 && !op(c, DIST__STORE_CANCEL_WAIT, &b) && !send_req(c, &b, 0, grace, "CANCEL_WAIT")) {
+    /* STOP_WAITING may have crossed the cancel on the wire: absorb it. */
+    uint8_t a = 0xFF;
+    while (!dist__net_recv(c->fd, &a, 1, grace, "CANCEL_WAIT's answer", c->where) && a == DIST__STORE_STOP_WAITING)
+      a = 0xFF;
+    reusable = a == DIST__STORE_WAIT_CANCELED;
+  } else dist__bytes_free(&b);
+  if (!reusable) { /* no cancel in this dialect (or it failed): a fresh connection */
+    close(c->fd);
+    c->fd = -1;
+    if (open_fd(c, grace)) c->fd = -1;
+  }
+  char names[512];
+  missing(c, keys, n, names, sizeof names);
+  return dist__error(DIST_ERR_TIMEOUT, "store at %s: waited %g s for key%s %s", c->where,
+                     timeout > 0 ? timeout : c->timeout, n > 1 ? "s" : "", names[0] ? names : "(arrived just now)");
+}
+
+dist_status dist__store_get(dist__store_client *c, const char *key, double timeout, uint8_t **value, size_t *len) {
+  DIST_CHECK(key_ok(key));
+  DIST_CHECK(dist__store_wait(c, &key, 1, timeout));
+  dist__bytes b = {0};
+  double deadline = deadline_of(c);
+  int oom = op(c, DIST__STORE_GET, &b) || blob(&b, key, strlen(key));
+  DIST_CHECK(send_req(c, &b, oom, deadline, "GET"));
+  return recv_blob(c, value, len, deadline, "GET's value");
+}
+
+dist_status dist__store_add(dist__store_client *c, const char *key, int64_t delta, int64_t *now) {
+  DIST_CHECK(key_ok(key));
+  dist__bytes b = {0};
+  double deadline = deadline_of(c);
+  int oom = op(c, DIST__STORE_ADD, &b) || blob(&b, key, strlen(key)) || u64(&b, (uint64_t)delta);
+  DIST_CHECK(send_req(c, &b, oom, deadline, "ADD"));
+  uint64_t v;
+  DIST_CHECK(recv_u64(c, &v, deadline, "ADD's value"));
+  if (now) *now = (int64_t)v;
+  return DIST_SUCCESS;
+}
+
+dist_status dist__store_check(dist__store_client *c, const char *const *keys, size_t n, int *all_exist) {
+  double deadline = deadline_of(c);
+  DIST_CHECK(keys_req(c, DIST__STORE_CHECK, keys, n, deadline, "CHECK"));
+  uint8_t r;
+  DIST_CHECK(dist__net_recv(c->fd, &r, 1, deadline, "CHECK's answer", c->where));
+  if (r > 1) return dist__error(DIST_ERR_CORRUPT, "store at %s: CHECK answered %u", c->where, r);
+  *all_exist = r == DIST__STORE_READY;
+  return DIST_SUCCESS;
+}
+
+dist_status dist__store_compare_set(dist__store_client *c, const char *key, const void *expected, size_t elen,
+                                    const void *desired, size_t dlen, uint8_t **current, size_t *clen) {
+  DIST_CHECK(key_ok(key));
+  dist__bytes b = {0};
+  double deadline = deadline_of(c);
+  int oom = op(c, DIST__STORE_COMPARE_SET, &b) || blob(&b, key, strlen(key)) || blob(&b, expected, elen) ||
+            blob(&b, desired, dlen);
+  DIST_CHECK(send_req(c, &b, oom, deadline, "COMPARE_SET"));
+  return recv_blob(c, current, clen, deadline, "COMPARE_SET's value");
+}
+
+dist_status dist__store_num_keys(dist__store_client *c, int64_t *n) {
+  dist__bytes b = {0};
+  double deadline = deadline_of(c);
+  DIST_CHECK(send_req(c, &b, op(c, DIST__STORE_NUM_KEYS, &b), deadline, "GETNUMKEYS"));
+  uint64_t v;
+  DIST_CHECK(recv_u64(c, &v, deadline, "GETNUMKEYS's count"));
+  *n = (int64_t)v;
+  return DIST_SUCCESS;
+}
+
+dist_status dist__store_delete(dist__store_client *c, const char *key, int *deleted) {
+  DIST_CHECK(key_ok(key));
+  dist__bytes b = {0};
+  double deadline = deadline_of(c);
+  int oom = op(c, DIST__STORE_DELETE_KEY, &b) || blob(&b, key, strlen(key));
+  DIST_CHECK(send_req(c, &b, oom, deadline, "DELETE_KEY"));
+  uint64_t v;
+  DIST_CHECK(recv_u64(c, &v, deadline, "DELETE_KEY's count"));
+  if (deleted) *deleted = v != 0;
+  return DIST_SUCCESS;
+}
