@@ -1,0 +1,17 @@
+#!/bin/sh
+# distmgr's store against torch's own TCPStore, both ways (tests/store_torch.py),
+# in the dialect of the torch that is installed (Debian 12: torch 1.13).
+# Exit 77 (SKIP) when no Python has torch.
+build=${top_builddir:-.}
+here=$(cd "$(dirname "$0")" && pwd)
+py=
+for p in python3 /usr/bin/python3 /usr/bin/python3.11; do
+  if command -v "$p" >/dev/null 2>&1 && "$p" -c "import torch.distributed" 2>/dev/null; then py=$p; break; fi
+done
+if [ -z "$py" ]; then
+  echo "SKIP: no Python with torch (apt-get install python3-torch)"
+  exit 77
+fi
+version=$("$py" -c "import torch; print(torch.__version__)")
+echo "store_torch: torch $version ($py)"
+exec timeout -k 5 120 "$py" "$here/store_torch.py" "$build/tests/store_tool" "$version"
