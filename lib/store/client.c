@@ -19,9 +19,11 @@ struct dist__store_client {
   dist__store_dialect d;
   double timeout;
   dist__store_limits lim;
+  int answered; /* a reply came on this connection: it speaks our dialect */
 };
 
 static dist_status open_fd(dist__store_client *c, double deadline) {
+  c->answered = 0;
   DIST_CHECK(dist__net_connect(c->host, c->port, deadline, &c->fd));
   if (c->d != DIST__STORE_TORCH22) return DIST_SUCCESS;
   uint8_t v[5] = {(uint8_t)dist__store_opcode(c->d, DIST__STORE_VALIDATE), 0xCE, 0xF7, 0x85, 0x3C}; /* magic, LE */
@@ -88,9 +90,24 @@ static dist_status key_ok(const char *key) {
   return DIST_SUCCESS;
 }
 
+/* A reply: until the first one on a connection, a failure may mean a server
+ * of another dialect (torch's own parse garbage and close, or wait), so say so. */
+static dist_status recv_reply(dist__store_client *c, void *p, size_t n, double deadline, const char *what) {
+  dist_status s = dist__net_recv(c->fd, p, n, deadline, what, c->where);
+  if (!s) c->answered = 1;
+  else if (!c->answered) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", dist_last_error());
+    s = dist__error(s, "%s (no answer yet on this connection: a TCPStore of another torch version? this client speaks "
+                       "%s; set DIST_STORE_DIALECT to the server's torch version)",
+                    msg, dist__store_dialect_name(c->d));
+  }
+  return s;
+}
+
 static dist_status recv_u64(dist__store_client *c, uint64_t *v, double deadline, const char *what) {
   uint8_t w[8];
-  DIST_CHECK(dist__net_recv(c->fd, w, 8, deadline, what, c->where));
+  DIST_CHECK(recv_reply(c, w, 8, deadline, what));
   *v = dist__store_u64(w);
   return DIST_SUCCESS;
 }
@@ -104,7 +121,7 @@ static dist_status recv_blob(dist__store_client *c, uint8_t **v, size_t *n, doub
                        c->where, what, (unsigned long long)len, c->lim.value_max, dist__store_dialect_name(c->d));
   uint8_t *p = malloc((size_t)len + 1);
   if (!p) return dist__error(DIST_ERR_NO_MEMORY, "store: %s of %llu bytes", what, (unsigned long long)len);
-  dist_status s = dist__net_recv(c->fd, p, (size_t)len, deadline, what, c->where);
+  dist_status s = recv_reply(c, p, (size_t)len, deadline, what);
   if (s) return free(p), s;
   p[len] = 0;
   *v = p, *n = (size_t)len;
@@ -129,22 +146,46 @@ static dist_status keys_req(dist__store_client *c, dist__store_op o, const char 
   return send_req(c, &b, oom, deadline, what);
 }
 
-/* Names of the keys still missing, for a timeout's message. */
-static void missing(dist__store_client *c, const char *const *keys, size_t n, char *out, size_t cap) {
-  size_t k = 0;
-  out[0] = 0;
-  for (size_t i = 0; i < n && k < cap; i++) {
-    int have = 0;
-    if (c->fd >= 0 && dist__store_check(c, &keys[i], 1, &have) == DIST_SUCCESS && have) continue;
-    k += (size_t)snprintf(out + k, cap - k, "%s'%s'", k ? ", " : "", keys[i]);
+dist_status dist__store_missing(dist__store_client *c, const char *const *keys, size_t n, int *missing) {
+  /* One CHECK per key, all sent before any answer is read: one round trip,
+   * and a short deadline, since this mostly runs after something timed out. */
+  double deadline = dist__net_now() + (c->timeout < 5 ? c->timeout : 5);
+  for (size_t i = 0; i < n; i++) DIST_CHECK(keys_req(c, DIST__STORE_CHECK, &keys[i], 1, deadline, "CHECK"));
+  for (size_t i = 0; i < n; i++) {
+    uint8_t r;
+    dist_status s = recv_reply(c, &r, 1, deadline, "CHECK's answer");
+    if (s == DIST_ERR_TIMEOUT)
+      return dist__error(DIST_ERR_TIMEOUT,
+                         "store at %s does not answer CHECK: not a TCPStore, or one of another torch version than "
+                         "its dialect %s (set DIST_STORE_DIALECT to that torch's version)",
+                         c->where, dist__store_dialect_name(c->d));
+    if (s) return s;
+    if (r > 1) return dist__error(DIST_ERR_CORRUPT, "store at %s: CHECK answered %u", c->where, r);
+    missing[i] = r != DIST__STORE_READY;
   }
+  return DIST_SUCCESS;
+}
+
+/* Names of the keys still missing, for a timeout's message. */
+static void missing_names(dist__store_client *c, const char *const *keys, size_t n, char *out, size_t cap) {
+  int *miss = calloc(n ? n : 1, sizeof *miss);
+  out[0] = 0;
+  if (!miss || c->fd < 0 || dist__store_missing(c, keys, n, miss)) {
+    snprintf(out, cap, "(which ones is unknown: %s)", miss ? dist_last_error() : "out of memory");
+    free(miss);
+    return;
+  }
+  size_t k = 0;
+  for (size_t i = 0; i < n && k < cap; i++)
+    if (miss[i]) k += (size_t)snprintf(out + k, cap - k, "%s'%s'", k ? ", " : "", keys[i]);
+  free(miss);
 }
 
 dist_status dist__store_wait(dist__store_client *c, const char *const *keys, size_t n, double timeout) {
   double deadline = dist__net_now() + (timeout > 0 ? timeout : c->timeout);
   DIST_CHECK(keys_req(c, DIST__STORE_WAIT, keys, n, deadline, "WAIT"));
   uint8_t r;
-  dist_status s = dist__net_recv(c->fd, &r, 1, deadline, "WAIT's answer", c->where);
+  dist_status s = recv_reply(c, &r, 1, deadline, "WAIT's answer");
   if (!s) return r == DIST__STORE_STOP_WAITING ? DIST_SUCCESS
                                                : dist__error(DIST_ERR_CORRUPT, "store at %s: WAIT answered %u", c->where, r);
   if (s != DIST_ERR_TIMEOUT) return s;
@@ -156,7 +197,7 @@ dist_status dist__store_wait(dist__store_client *c, const char *const *keys, siz
   if (cancel >= 0 && !op(c, DIST__STORE_CANCEL_WAIT, &b) && !send_req(c, &b, 0, grace, "CANCEL_WAIT")) {
     /* STOP_WAITING may have crossed the cancel on the wire: absorb it. */
     uint8_t a = 0xFF;
-    while (!dist__net_recv(c->fd, &a, 1, grace, "CANCEL_WAIT's answer", c->where) && a == DIST__STORE_STOP_WAITING)
+    while (!recv_reply(c, &a, 1, grace, "CANCEL_WAIT's answer") && a == DIST__STORE_STOP_WAITING)
       a = 0xFF;
     reusable = a == DIST__STORE_WAIT_CANCELED;
   } else dist__bytes_free(&b);
@@ -166,7 +207,7 @@ dist_status dist__store_wait(dist__store_client *c, const char *const *keys, siz
     if (open_fd(c, grace)) c->fd = -1;
   }
   char names[512];
-  missing(c, keys, n, names, sizeof names);
+  missing_names(c, keys, n, names, sizeof names);
   return dist__error(DIST_ERR_TIMEOUT, "store at %s: waited %g s for key%s %s", c->where,
                      timeout > 0 ? timeout : c->timeout, n > 1 ? "s" : "", names[0] ? names : "(arrived just now)");
 }
@@ -197,7 +238,7 @@ dist_status dist__store_check(dist__store_client *c, const char *const *keys, si
   double deadline = deadline_of(c);
   DIST_CHECK(keys_req(c, DIST__STORE_CHECK, keys, n, deadline, "CHECK"));
   uint8_t r;
-  DIST_CHECK(dist__net_recv(c->fd, &r, 1, deadline, "CHECK's answer", c->where));
+  DIST_CHECK(recv_reply(c, &r, 1, deadline, "CHECK's answer"));
   if (r > 1) return dist__error(DIST_ERR_CORRUPT, "store at %s: CHECK answered %u", c->where, r);
   *all_exist = r == DIST__STORE_READY;
   return DIST_SUCCESS;

@@ -49,6 +49,9 @@ dist_status dist__store_add(dist__store_client *c, const char *key, int64_t delt
  * the keys still missing, and the client stays usable. */
 dist_status dist__store_wait(dist__store_client *c, const char *const *keys, size_t n, double timeout);
 dist_status dist__store_check(dist__store_client *c, const char *const *keys, size_t n, int *all_exist);
+/* missing[i] = 1 for each key that does not exist: one round trip, at most
+ * 5 s (a store of another dialect says so in the error). */
+dist_status dist__store_missing(dist__store_client *c, const char *const *keys, size_t n, int *missing);
 /* Sets `desired` when the value is `expected` (or the key is absent and
  * `expected` empty); *current (malloc'd) is the value afterwards as the
  * server reports it. */

@@ -1,0 +1,53 @@
+/* Rendezvous through a TCPStore for launches without MPI (torchrun, or any
+ * launcher that sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).
+ *
+ * Where the store is:
+ * - TORCHELASTIC_USE_AGENT_STORE=True (torchrun's static rendezvous, and c10d
+ *   from torch 2.5): torchrun's agent already serves MASTER_ADDR:MASTER_PORT;
+ *   every rank is a client, in that torch's dialect.
+ * - otherwise rank 0 serves distmgr's own store on MASTER_PORT (torch >= 2.2
+ *   dialect, VALIDATE first) and every rank, rank 0 too, is a client.
+ * The dialect of an agent's store: DIST_STORE_DIALECT when set (torch22,
+ * torch21, torch113 or a torch version), else read from what torchrun puts in
+ * the environment: TORCH_NCCL_ASYNC_ERROR_HANDLING (torch >= 2.2) or
+ * NCCL_ASYNC_ERROR_HANDLING (torch <= 2.1; requests common to 1.13 and 2.1).
+ *
+ * Keys live under "/distmgr/<TORCHELASTIC_RUN_ID>/<restart>/", apart from
+ * the keys of a PyTorch program in the same job. Every exchange is
+ * collective: all ranks make the same calls in the same order. */
+#ifndef DISTMGR_STORE_RENDEZVOUS_H
+#define DISTMGR_STORE_RENDEZVOUS_H
+
+#include <stddef.h>
+
+#include "distmgr/launch.h"
+#include "store/store.h"
+
+/* Where the store is and how to speak to it: a pure function of the launch
+ * and the environment. */
+typedef struct dist__rdzv_plan {
+  int agent_store;             /* 1: torchrun's agent serves it; 0: rank 0 serves distmgr's */
+  dist__store_dialect dialect;
+  char prefix[160];            /* of every key */
+} dist__rdzv_plan;
+
+dist_status dist__rdzv_plan_make(const dist_launch *l, const char *const *env, dist__rdzv_plan *out);
+
+typedef struct dist__rdzv dist__rdzv;
+
+/* Connect (and, on rank 0 without an agent store, serve first). `timeout`
+ * bounds every later exchange too. */
+dist_status dist__rdzv_open(const dist_launch *l, const char *const *env, double timeout, dist__rdzv **out);
+/* Everyone's `len` bytes, in rank order, into all[size * len]. A rank that
+ * does not arrive in time is named in the error. */
+dist_status dist__rdzv_all_gather(dist__rdzv *r, const char *what, const void *mine, size_t len, void *all);
+/* root's `len` bytes into everyone's buf. */
+dist_status dist__rdzv_broadcast(dist__rdzv *r, const char *what, int root, void *buf, size_t len);
+dist_status dist__rdzv_barrier(dist__rdzv *r, const char *what);
+/* The client and the key prefix, for an engine's own rendezvous (Gloo). */
+dist__store_client *dist__rdzv_client(dist__rdzv *r);
+const char *dist__rdzv_prefix(const dist__rdzv *r);
+/* Collective: a barrier first, so that rank 0's server outlives every use. */
+dist_status dist__rdzv_close(dist__rdzv *r);
+
+#endif
