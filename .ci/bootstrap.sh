@@ -5,12 +5,12 @@
 # go to configure (e.g. --without-cuda).
 set -eu
 cd "$(dirname "$0")/.."
-PACKAGES="gcc make autoconf automake libtool pkg-config libopenmpi-dev openmpi-bin libucx-dev libcunit1-dev
+PACKAGES="gcc g++ make autoconf automake libtool pkg-config libopenmpi-dev openmpi-bin libucx-dev libcunit1-dev
           libfftw3-dev libfftw3-mpi-dev iproute2 libopenblas-dev libjansson-dev
           libpmix-dev slurmctld slurmd slurm-client munge
           libhdf5-openmpi-dev libpng-dev gnuplot-nox
           mpich libmpich-dev libhdf5-mpich-dev
-          python3-torch"
+          python3-torch libgloo-dev"
 missing=
 for p in $PACKAGES; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

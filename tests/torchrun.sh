@@ -1,5 +1,6 @@
 #!/bin/sh
-# The store rendezvous for launches without MPI (tests/torchrun_rdzv.c), for real:
+# The store rendezvous for launches without MPI (tests/torchrun_rdzv.c) and the
+# Gloo engine met through it (tests/torchrun_gloo.c, when built), for real:
 #  - under Debian's torchrun (torch 1.13, through tests/slurm/torchrun.py, the
 #    same agent), --standalone and static, 1-4 processes: torchrun's agent
 #    serves the store and distmgr is its client;
@@ -12,6 +13,7 @@
 B=${top_builddir:-.}
 here=$(cd "$(dirname "$0")" && pwd)
 prog=$B/tests/torchrun_rdzv
+gloo=$B/tests/torchrun_gloo
 py=/usr/bin/python3
 if ! "$py" -c "import torch.distributed.run" 2>/dev/null; then
   echo "SKIP: no torch for $py (apt-get install python3-torch)"
@@ -24,7 +26,7 @@ expect() {
   name=$1 n=$2
   shift 2
   out=$("$@" 2>&1) # every CMD here runs under a timeout itself
-  rc=$? ok=$(printf '%s\n' "$out" | grep -c "^torchrun_rdzv: rank .* ok")
+  rc=$? ok=$(printf '%s\n' "$out" | grep -c "^torchrun_[a-z]*: rank .* ok")
   if [ $rc -eq 0 ] && [ "$ok" -eq "$n" ]; then echo "ok   $name"
   else echo "FAIL $name (exit $rc, $ok of $n ranks ok)"; printf '%s\n' "$out" | tail -20 | sed 's/^/     /'; failures=$((failures + 1)); fi
 }
@@ -33,16 +35,16 @@ refuse() {
   name=$1 text=$2 limit=$3
   shift 3
   t0=$(date +%s)
-  out=$(timeout -k 5 60 "$@" 2>&1)
+  out=$("$@" 2>&1) # every CMD here runs under a timeout itself
   rc=$? dt=$(($(date +%s) - t0))
   if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $dt -le "$limit" ] && printf '%s' "$out" | grep -q -- "$text"; then
     echo "ok   $name ($dt s): $(printf '%s\n' "$out" | grep -- "$text" | head -1 | cut -c1-200)"
   else echo "FAIL $name (exit $rc after $dt s; wanted '$text')"; printf '%s\n' "$out" | tail -20 | sed 's/^/     /'; failures=$((failures + 1)); fi
 }
-# bare N [ENV...]: N processes with only the four variables (and ENV)
+# bare PROG N [ENV...]: N processes with only the four variables (and ENV)
 bare() {
-  n=$1 port=$(free_port)
-  shift
+  prog=$1 n=$2 port=$(free_port)
+  shift 2
   pids= r=0
   while [ $r -lt "$n" ]; do
     env "$@" RANK=$r WORLD_SIZE=$n MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout -k 5 60 "$prog" & pids="$pids $!"
@@ -63,15 +65,28 @@ for n in 2 4; do
     --master_port="$(free_port)" --nproc_per_node=$n "$prog"
 done
 for n in 1 2 3 4; do
-  expect "bare launcher, $n processes (rank 0 serves the store)" $n bare $n
+  expect "bare launcher, $n processes (rank 0 serves the store)" $n bare "$prog" $n
 done
+if [ -x "$gloo" ]; then
+  for n in 1 2 3 4; do
+    expect "Gloo under torchrun --standalone, $n processes" $n \
+      timeout -k 5 120 "$py" "$here/slurm/torchrun.py" --no_python --standalone --nproc_per_node=$n "$gloo"
+  done
+  expect "Gloo under a bare launcher, 3 processes" 3 bare "$gloo" 3
+  refuse "Gloo: a rank quits before connecting" "rank 2 did not join the context in time" 20 \
+    bare "$gloo" 3 DIST_TIMEOUT=3 TORCHRUN_GLOO_QUIT=connect
+  refuse "Gloo: a rank quits before the first collective" "all-reduce: Gloo all-reduce:" 20 \
+    bare "$gloo" 3 DIST_TIMEOUT=3 TORCHRUN_GLOO_QUIT=collective
+else
+  echo "skip Gloo: tests/torchrun_gloo not built (configure found no libgloo-dev)"
+fi
 
 port=$(free_port)
 refuse "agent store claimed, nobody serving" "no store answered at 127.0.0.1 port $port" 10 \
-  env RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port TORCHELASTIC_USE_AGENT_STORE=True \
+  timeout -k 5 60 env RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port TORCHELASTIC_USE_AGENT_STORE=True \
   NCCL_ASYNC_ERROR_HANDLING=1 DIST_TIMEOUT=2 "$prog"
 refuse "rank 1 never arrives" "rank 1 did not arrive within 2 s" 15 \
-  env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$(free_port)" DIST_TIMEOUT=2 "$prog"
+  timeout -k 5 60 env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$(free_port)" DIST_TIMEOUT=2 "$prog"
 # MASTER_PORT held by another process: a listening socket kept open by Python.
 "$py" -c "
 import socket, sys, time
@@ -80,13 +95,13 @@ holder=$!
 sleep 1
 port=$(cat port.$$)
 refuse "MASTER_PORT taken" "cannot listen on port $port" 10 \
-  env RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port DIST_TIMEOUT=2 "$prog"
+  timeout -k 5 60 env RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port DIST_TIMEOUT=2 "$prog"
 kill $holder 2>/dev/null
 rm -f port.$$
 # torch 1.13's agent store spoken to as torch >= 2.2 (VALIDATE first): it resets
 # the connection, and the error points at the dialect.
 refuse "agent store of another dialect" "a TCPStore of another torch version" 30 \
-  env DIST_STORE_DIALECT=2.2 DIST_TIMEOUT=2 "$py" "$here/slurm/torchrun.py" --no_python --standalone \
+  timeout -k 5 60 env DIST_STORE_DIALECT=2.2 DIST_TIMEOUT=2 "$py" "$here/slurm/torchrun.py" --no_python --standalone \
   --nproc_per_node=1 "$prog"
 
 echo "torchrun: $failures failure(s)"

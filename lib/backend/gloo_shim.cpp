@@ -1,0 +1,276 @@
+// The C++ side of backend/gloo.h: Gloo's rendezvous over distmgr's store
+// client, and its collectives behind C functions that never let an
+// exception out.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <gloo/allgatherv.h>
+#include <gloo/allreduce.h>
+#include <gloo/alltoallv.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/math.h>
+#include <gloo/reduce.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+
+extern "C" {
+#include "backend/gloo.h"
+}
+
+namespace {
+
+// Gloo's store interface over distmgr's client, under one key prefix.
+class Store : public gloo::rendezvous::Store {
+ public:
+  Store(dist__store_client *c, std::string prefix, double timeout) : c_(c), prefix_(std::move(prefix)), timeout_(timeout) {}
+  void set(const std::string &key, const std::vector<char> &data) override {
+    check(dist__store_set(c_, (prefix_ + key).c_str(), data.data(), data.size()), {});
+  }
+  // Gloo's rendezvous gets keys it has not waited for: get blocks until they exist.
+  std::vector<char> get(const std::string &key) override {
+    uint8_t *v = nullptr;
+    size_t n = 0;
+    check(dist__store_get(c_, (prefix_ + key).c_str(), timeout_, &v, &n), {key});
+    std::vector<char> out(v, v + n);
+    free(v);
+    return out;
+  }
+  void wait(const std::vector<std::string> &keys) override { wait(keys, std::chrono::milliseconds((long)(timeout_ * 1e3))); }
+  void wait(const std::vector<std::string> &keys, const std::chrono::milliseconds &timeout) override {
+    std::vector<std::string> full;
+    std::vector<const char *> ptr;
+    for (const auto &k : keys) full.push_back(prefix_ + k);
+    for (const auto &k : full) ptr.push_back(k.c_str());
+    check(dist__store_wait(c_, ptr.data(), ptr.size(), (double)timeout.count() / 1e3), keys);
+  }
+
+ private:
+  // Gloo's keys are a rank ("3": its addresses) or "rank_3" (its host): a
+  // timeout names the ranks that did not come.
+  static void check(dist_status s, const std::vector<std::string> &keys) {
+    if (!s) return;
+    std::string msg = dist_last_error();
+    if (s == DIST_ERR_TIMEOUT) {
+      std::string ranks;
+      for (const auto &k : keys) {
+        std::string r = k.rfind("rank_", 0) == 0 ? k.substr(5) : k;
+        if (!r.empty() && r.find_first_not_of("0123456789") == std::string::npos) ranks += (ranks.empty() ? "" : ",") + r;
+      }
+      if (!ranks.empty()) msg = "rank " + ranks + " did not join the context in time (" + msg + ")";
+    }
+    throw std::runtime_error(msg);
+  }
+  dist__store_client *c_;
+  std::string prefix_;
+  double timeout_;
+};
+
+// Run f; an exception becomes a distmgr error naming the call.
+template <typename F>
+dist_status guarded(const char *what, F f) {
+  try {
+    f();
+    return DIST_SUCCESS;
+  } catch (const std::exception &e) {
+    const char *m = e.what();
+    dist_status s = strstr(m, "imed out") || strstr(m, "imeout") ? DIST_ERR_TIMEOUT : DIST_ERR_IO;
+    return dist__error(s, "Gloo %s: %s", what, m);
+  } catch (...) {
+    return dist__error(DIST_ERR_INTERNAL, "Gloo %s: an unknown exception", what);
+  }
+}
+
+}  // namespace
+
+struct dist__gloo {
+  std::shared_ptr<gloo::rendezvous::Context> ctx;
+  std::chrono::milliseconds timeout;
+  uint32_t tag = 0;  // a fresh tag per call keeps calls apart
+};
+
+dist_status dist__gloo_connect(dist__store_client *store, const char *prefix, int rank, int size, double timeout,
+                               dist__gloo **out) {
+  *out = nullptr;
+  if (!store || !prefix || size < 1 || rank < 0 || rank >= size || !(timeout > 0))
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "Gloo context: rank %d of %d, timeout %g s", rank, size, timeout);
+  dist__gloo *g = new (std::nothrow) dist__gloo;
+  if (!g) return dist__error(DIST_ERR_NO_MEMORY, "Gloo context");
+  g->timeout = std::chrono::milliseconds((long long)(timeout * 1e3));
+  dist_status s = guarded("rendezvous", [&] {
+    gloo::transport::tcp::attr a;
+    const char *iface = getenv("GLOO_SOCKET_IFNAME");
+    if (iface && *iface) a.iface = iface;
+    else {
+      char host[256] = "";
+      gethostname(host, sizeof host - 1);
+      a.hostname = host;
+    }
+    auto dev = gloo::transport::tcp::CreateDevice(a);
+    Store st(store, prefix, timeout);
+    g->ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    g->ctx->setTimeout(g->timeout);
+    g->ctx->connectFullMesh(st, dev);
+  });
+  if (s) {
+    delete g;
+    return s;
+  }
+  *out = g;
+  return DIST_SUCCESS;
+}
+
+void dist__gloo_free(dist__gloo *g) { delete g; }
+int dist__gloo_rank(const dist__gloo *g) { return g->ctx->rank; }
+int dist__gloo_size(const dist__gloo *g) { return g->ctx->size; }
+
+namespace {
+using ReduceFn = void (*)(void *, const void *, const void *, size_t);
+
+template <typename T>
+ReduceFn reducer(dist_reduce_op op) {
+  switch (op) {
+    case DIST_MAX: return static_cast<ReduceFn>(&gloo::max<T>);
+    case DIST_MIN: return static_cast<ReduceFn>(&gloo::min<T>);
+    case DIST_PROD: return static_cast<ReduceFn>(&gloo::product<T>);
+    default: return static_cast<ReduceFn>(&gloo::sum<T>);  // sum, and avg's sum
+  }
+}
+
+template <typename T>
+void allreduce_as(dist__gloo *g, void *buf, size_t n, dist_reduce_op op) {
+  gloo::AllreduceOptions o(g->ctx);
+  o.setOutput(static_cast<T *>(buf), n);
+  o.setReduceFunction(reducer<T>(op));
+  o.setTag(g->tag++);
+  o.setTimeout(g->timeout);
+  gloo::allreduce(o);
+}
+
+template <typename T>
+void reduce_as(dist__gloo *g, const void *in, void *out, size_t n, int root, dist_reduce_op op) {
+  gloo::ReduceOptions o(g->ctx);
+  o.setInput(static_cast<T *>(const_cast<void *>(in)), n);
+  o.setOutput(static_cast<T *>(out), n);
+  o.setRoot(root);
+  o.setReduceFunction(reducer<T>(op));
+  o.setTag(g->tag++);
+  o.setTimeout(g->timeout);
+  gloo::reduce(o);
+}
+
+// Element type of a reduction; complex values reduce as pairs of reals (*mult = 2).
+int real_type(dist_dtype t, dist_reduce_op op, int *mult) {
+  *mult = (t == DIST_C64 || t == DIST_C128) ? 2 : 1;
+  if (*mult == 2 && op != DIST_SUM && op != DIST_AVG) return -1;
+  switch (t) {
+    case DIST_F32: case DIST_C64: return 0;
+    case DIST_F64: case DIST_C128: return 1;
+    case DIST_I32: return 2;
+    case DIST_I64: return 3;
+    case DIST_U8: return 4;
+    default: return -1;
+  }
+}
+}  // namespace
+
+dist_status dist__gloo_all_reduce(dist__gloo *g, void *buf, size_t count, dist_dtype t, dist_reduce_op op) {
+  int mult, k = real_type(t, op, &mult);
+  if (k < 0)
+    return dist__error(DIST_ERR_UNSUPPORTED, "Gloo all-reduce: %s of %s", dist_reduce_op_name(op), dist_dtype_name(t));
+  size_t n = count * (size_t)mult;
+  return guarded("all-reduce", [&] {
+    switch (k) {
+      case 0: allreduce_as<float>(g, buf, n, op); break;
+      case 1: allreduce_as<double>(g, buf, n, op); break;
+      case 2: allreduce_as<int32_t>(g, buf, n, op); break;
+      case 3: allreduce_as<int64_t>(g, buf, n, op); break;
+      default: allreduce_as<uint8_t>(g, buf, n, op); break;
+    }
+  });
+}
+
+dist_status dist__gloo_broadcast(dist__gloo *g, void *buf, size_t bytes, int root) {
+  return guarded("broadcast", [&] {
+    gloo::BroadcastOptions o(g->ctx);
+    o.setOutput(static_cast<uint8_t *>(buf), bytes);
+    o.setRoot(root);
+    o.setTag(g->tag++);
+    o.setTimeout(g->timeout);
+    gloo::broadcast(o);
+  });
+}
+
+dist_status dist__gloo_all_gather_v(dist__gloo *g, const void *send, void *recv, const size_t *bytes) {
+  return guarded("all-gather-v", [&] {
+    std::vector<size_t> n(bytes, bytes + g->ctx->size);
+    gloo::AllgathervOptions o(g->ctx);
+    o.setInput(static_cast<uint8_t *>(const_cast<void *>(send)), n[g->ctx->rank]);
+    o.setOutput(static_cast<uint8_t *>(recv), n);
+    o.setTag(g->tag++);
+    o.setTimeout(g->timeout);
+    gloo::allgatherv(o);
+  });
+}
+
+dist_status dist__gloo_all_to_all_v(dist__gloo *g, const void *send, const size_t *send_bytes, void *recv,
+                                    const size_t *recv_bytes) {
+  return guarded("all-to-all-v", [&] {
+    std::vector<int64_t> s(send_bytes, send_bytes + g->ctx->size), r(recv_bytes, recv_bytes + g->ctx->size);
+    gloo::AlltoallvOptions o(g->ctx);
+    o.setInput(static_cast<uint8_t *>(const_cast<void *>(send)), s);
+    o.setOutput(static_cast<uint8_t *>(recv), r);
+    o.setTag(g->tag++);
+    o.setTimeout(g->timeout);
+    gloo::alltoallv(o);
+  });
+}
+
+dist_status dist__gloo_reduce_scatter_v(dist__gloo *g, const void *send, void *recv, const size_t *counts,
+                                        dist_dtype t, dist_reduce_op op) {
+  int mult, k = real_type(t, op, &mult);
+  if (k < 0)
+    return dist__error(DIST_ERR_UNSUPPORTED, "Gloo reduce-scatter-v: %s of %s", dist_reduce_op_name(op),
+                       dist_dtype_name(t));
+  size_t es = dist_dtype_size(t), off = 0;
+  std::vector<char> scratch;
+  return guarded("reduce-scatter-v", [&] {
+    for (int r = 0; r < g->ctx->size; r++) {
+      size_t n = counts[r] * (size_t)mult;
+      const char *in = static_cast<const char *>(send) + off;
+      // Non-roots need somewhere to put nothing: Gloo's reduce writes the output on the root only.
+      void *out = r == g->ctx->rank ? recv : nullptr;
+      if (!out) {
+        scratch.resize(counts[r] * es + 1);
+        out = scratch.data();
+      }
+      switch (k) {
+        case 0: reduce_as<float>(g, in, out, n, r, op); break;
+        case 1: reduce_as<double>(g, in, out, n, r, op); break;
+        case 2: reduce_as<int32_t>(g, in, out, n, r, op); break;
+        case 3: reduce_as<int64_t>(g, in, out, n, r, op); break;
+        default: reduce_as<uint8_t>(g, in, out, n, r, op); break;
+      }
+      off += counts[r] * es;
+    }
+  });
+}
+
+dist_status dist__gloo_barrier(dist__gloo *g) {
+  return guarded("barrier", [&] {
+    gloo::BarrierOptions o(g->ctx);
+    o.setTag(g->tag++);
+    o.setTimeout(g->timeout);
+    gloo::barrier(o);
+  });
+}
+
