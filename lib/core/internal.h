@@ -55,6 +55,7 @@ typedef struct dist__settings {
   int cuda_backend;               /* DIST_CUDA_BACKEND: DIST__CUDA_* */
   long long nb_allreduce_min;     /* DIST_NB_ALLREDUCE_MIN: bytes; DIST__NB_AUTO or DIST__NB_OFF */
   double timeout;                 /* DIST_TIMEOUT: seconds; 0 = off */
+  int store_dialect;              /* DIST_STORE_DIALECT: -1 auto, else a dist__store_dialect */
 } dist__settings;
 
 #define DIST__NB_AUTO (-1LL)

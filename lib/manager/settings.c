@@ -1,5 +1,6 @@
 /* The DIST_* settings: one table of name, default, doc and parser. */
 #include "core/internal.h"
+#include "store/wire.h"
 
 #include <ctype.h>
 #include <limits.h>
@@ -86,6 +87,18 @@ static dist_status parse_timeout(const char *name, const char *value, dist__sett
   return DIST_SUCCESS;
 }
 
+static dist_status parse_store_dialect(const char *name, const char *value, dist__settings *s) {
+  dist__store_dialect d;
+  if (strcasecmp(value, "auto") == 0) s->store_dialect = -1;
+  else if (dist__store_dialect_parse(value, &d) == 0) s->store_dialect = (int)d;
+  else
+    return dist__error(DIST_ERR_SETTING,
+                       "%s='%s' is not a store dialect (auto, torch22, torch21, torch113, or a torch version such as "
+                       "2.5.1)",
+                       name, value);
+  return DIST_SUCCESS;
+}
+
 /* Where a parsed value lands, so that code comparing settings across ranks
  * reads them from this table rather than from a list of its own. */
 enum { INT, LLONG, DOUBLE };
@@ -133,6 +146,10 @@ static const struct {
       "seconds a collective, wait or group creation may take before it fails on every live rank, naming the "
       "ranks that did not arrive; off (0) = wait forever"},
      parse_timeout, AT(timeout, DOUBLE), MATCH},
+    {{"DIST_STORE_DIALECT", "auto",
+      "launches without MPI: the TCPStore protocol of torchrun's agent store: auto (from the NCCL variables "
+      "torchrun sets), torch22 (torch >= 2.2), torch21, torch113 (torch <= 2.0), or a torch version"},
+     parse_store_dialect, AT(store_dialect, INT), LOCAL},
 };
 #define NSETTINGS ((int)(sizeof TABLE / sizeof TABLE[0]))
 
