@@ -25,12 +25,12 @@ struct dist__mpi_group {
 };
 static inline MPI_Comm dist__comm(const dist__group *g) { return g->mpi ? g->mpi->comm : MPI_COMM_NULL; }
 
-/* The device backends' part of a group: which one its device collectives
- * use (picked once, DIST__CUDA_NCCL or _STAGED) and NCCL's communicator
- * (ncclComm_t, made at the group's first NCCL collective). */
 /* NCCL error codes as distmgr errors (DIST_ERR_NCCL); for core/check.h. */
 dist_status dist__nccl_error(int code, const char *call);
 
+/* The device backends' part of a group: which one its device collectives
+ * use (picked once, DIST__CUDA_NCCL or _STAGED) and NCCL's communicator
+ * (ncclComm_t, made at the group's first NCCL collective). */
 struct dist__device_group {
   int backend;
   void *nccl;
