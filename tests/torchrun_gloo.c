@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "backend/gloo.h"
 #include "core/internal.h"
 #include "store/rendezvous.h"
@@ -99,6 +100,66 @@ static void check_moves(dist__gloo *g, const int *ranks, int n) {
   CHECK(dist__gloo_barrier(g) == DIST_SUCCESS);
 }
 
+/* The backend table on a group around the context: counts in elements and
+ * displacements that are not blocks in rank order (reversed, with gaps), so
+ * the point-to-point paths run, against values each rank can compute. */
+static void check_backend(dist__gloo *ctx, int me, int n) {
+  dist__group g;
+  memset(&g, 0, sizeof g);
+  snprintf(g.name, sizeof g.name, "world");
+  g.rank = me, g.size = n, g.gloo = ctx;
+  const dist__backend *b = &dist__backend_gloo;
+  size_t cnt[8], dsp[8], rc[8], rd[8], span = 0;
+  /* Rank q's block: q + 1 elements; placed in reverse rank order with a gap of 1. */
+  for (int q = n - 1; q >= 0; q--) cnt[q] = (size_t)q + 1, dsp[q] = span, span += cnt[q] + 1;
+  int32_t mine[8], all[64], want[64];
+  for (int j = 0; j <= me; j++) mine[j] = me * 10 + j;
+  memset(want, 0xff, sizeof want);
+  for (int q = 0; q < n; q++)
+    for (size_t j = 0; j < cnt[q]; j++) want[dsp[q] + j] = q * 10 + (int)j;
+  memset(all, 0xff, sizeof all);
+  CHECK(b->all_gather_v(&g, mine, all, cnt, dsp, DIST_I32, NULL) == DIST_SUCCESS);
+  CHECK(!memcmp(all, want, sizeof(int32_t) * span));
+  for (int root = 0; root < n; root++) { /* gather-v and scatter-v at every root */
+    memset(all, 0xff, sizeof all);
+    CHECK(b->gather_v(&g, mine, all, cnt, dsp, DIST_I32, root) == DIST_SUCCESS);
+    if (me == root) CHECK(!memcmp(all, want, sizeof(int32_t) * span));
+    int32_t got[8];
+    memset(got, 0, sizeof got);
+    CHECK(b->scatter_v(&g, me == root ? want : NULL, got, cnt, dsp, DIST_I32, root) == DIST_SUCCESS);
+    for (int j = 0; j <= me; j++) CHECK(got[j] == me * 10 + j);
+  }
+  /* all-to-all-v: to rank d, (me + d) % 2 + 1 values me*100+d, laid out reversed. */
+  int32_t send[64], recv[64];
+  size_t sc[8], sd[8], at = 0;
+  for (int d = n - 1; d >= 0; d--) {
+    sc[d] = (size_t)((me + d) % 2 + 1), sd[d] = at;
+    for (size_t j = 0; j < sc[d]; j++) send[at++] = me * 100 + d;
+  }
+  at = 0;
+  for (int s = n - 1; s >= 0; s--) rc[s] = (size_t)((s + me) % 2 + 1), rd[s] = at, at += rc[s] + 2;
+  memset(recv, 0xff, sizeof recv);
+  CHECK(b->all_to_all_v(&g, send, sc, sd, recv, rc, rd, DIST_I32, NULL) == DIST_SUCCESS);
+  for (int s = 0; s < n; s++)
+    for (size_t j = 0; j < rc[s]; j++) CHECK(recv[rd[s] + j] == s * 100 + me);
+  /* all-reduce out of place, reduce to each root, reduce-scatter-v with displacements. */
+  double x[3] = {me, 2.0 * me, 1}, y[3] = {0};
+  CHECK(b->all_reduce(&g, x, y, 3, DIST_F64, DIST_SUM, NULL) == DIST_SUCCESS);
+  CHECK(y[0] == n * (n - 1) / 2.0 && y[1] == n * (n - 1.0) && y[2] == n && x[2] == 1);
+  for (int root = 0; root < n; root++) {
+    double z = -1;
+    CHECK(b->reduce(&g, &x[2], &z, 1, DIST_F64, DIST_MAX, root) == DIST_SUCCESS);
+    CHECK(me == root ? z == 1 : z == -1);
+  }
+  double in[64], out[8];
+  for (int q = 0; q < n; q++)
+    for (size_t j = 0; j < cnt[q]; j++) in[dsp[q] + j] = me + (double)j;
+  CHECK(b->reduce_scatter_v(&g, in, out, cnt, dsp, DIST_F64, DIST_SUM) == DIST_SUCCESS);
+  for (size_t j = 0; j < cnt[me]; j++) CHECK(out[j] == n * (n - 1) / 2.0 + n * (double)j);
+  CHECK(!b->can_reduce(DIST_BF16, DIST_SUM) && !b->can_reduce(DIST_F32, DIST_AVG) && b->can_reduce(DIST_I64, DIST_MAX));
+  CHECK(b->barrier(&g) == DIST_SUCCESS);
+}
+
 int main(void) {
   const char *const *env = (const char *const *)environ;
   dist_launch l;
@@ -133,6 +194,7 @@ int main(void) {
     CHECK(dist__gloo_size(world) == l.size && dist__gloo_rank(world) == l.rank);
     check_all_reduce(world, ranks, l.size);
     check_moves(world, ranks, l.size);
+    check_backend(world, l.rank, l.size);
   }
   if (l.rank % 2 == 0) { /* a subgroup: its own context, its own keys */
     snprintf(prefix, sizeof prefix, "%sgloo/even/", dist__rdzv_prefix(r));

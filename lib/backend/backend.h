@@ -76,6 +76,9 @@ typedef struct dist__backend {
 } dist__backend;
 
 extern const dist__backend dist__backend_mpi;
+#ifdef HAVE_GLOO
+extern const dist__backend dist__backend_gloo; /* host memory without MPI (torchrun) */
+#endif
 #ifdef HAVE_CUDA
 extern const dist__backend dist__backend_staged; /* CUDA memory through host copies and MPI */
 #endif

@@ -43,6 +43,17 @@ dist_status dist__gloo_all_to_all_v(dist__gloo *g, const void *send, const size_
 dist_status dist__gloo_reduce_scatter_v(dist__gloo *g, const void *send, void *recv, const size_t *counts,
                                         dist_dtype t, dist_reduce_op op);
 dist_status dist__gloo_barrier(dist__gloo *g);
+/* count elements of t reduced over the ranks into root's recv (send ==
+ * recv allowed); non-roots' recv is not written. */
+dist_status dist__gloo_reduce(dist__gloo *g, const void *send, void *recv, size_t count, dist_dtype t,
+                              dist_reduce_op op, int root);
+/* Point to point, all posted before any is waited for: to each peer r,
+ * send_bytes[r] bytes from send + send_displ[r]; from each peer r,
+ * recv_bytes[r] bytes into recv + recv_displ[r] (bytes throughout); my own
+ * block is copied. NULL arrays: no traffic that way. The sizes must pair up
+ * across ranks, as MPI's would. */
+dist_status dist__gloo_exchange(dist__gloo *g, const void *send, const size_t *send_bytes, const size_t *send_displ,
+                                void *recv, const size_t *recv_bytes, const size_t *recv_displ);
 
 #ifdef __cplusplus
 }

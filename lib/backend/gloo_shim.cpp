@@ -22,6 +22,7 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
 
 extern "C" {
 #include "backend/gloo.h"
@@ -262,6 +263,51 @@ dist_status dist__gloo_reduce_scatter_v(dist__gloo *g, const void *send, void *r
       }
       off += counts[r] * es;
     }
+  });
+}
+
+dist_status dist__gloo_reduce(dist__gloo *g, const void *send, void *recv, size_t count, dist_dtype t,
+                              dist_reduce_op op, int root) {
+  int mult, k = real_type(t, op, &mult);
+  if (k < 0)
+    return dist__error(DIST_ERR_UNSUPPORTED, "Gloo reduce: %s of %s", dist_reduce_op_name(op), dist_dtype_name(t));
+  size_t n = count * (size_t)mult;
+  std::vector<char> scratch;
+  if (g->ctx->rank != root) scratch.resize(count * dist_dtype_size(t) + 1);
+  void *out = g->ctx->rank == root ? recv : scratch.data();
+  return guarded("reduce", [&] {
+    switch (k) {
+      case 0: reduce_as<float>(g, send, out, n, root, op); break;
+      case 1: reduce_as<double>(g, send, out, n, root, op); break;
+      case 2: reduce_as<int32_t>(g, send, out, n, root, op); break;
+      case 3: reduce_as<int64_t>(g, send, out, n, root, op); break;
+      default: reduce_as<uint8_t>(g, send, out, n, root, op); break;
+    }
+  });
+}
+
+dist_status dist__gloo_exchange(dist__gloo *g, const void *send, const size_t *sb, const size_t *sd, void *recv,
+                                const size_t *rb, const size_t *rd) {
+  int me = g->ctx->rank, P = g->ctx->size;
+  char *in = static_cast<char *>(const_cast<void *>(send)), *out = static_cast<char *>(recv);
+  if (sb && rb && sb[me]) memmove(out + rd[me], in + sd[me], sb[me]);
+  return guarded("exchange", [&] {
+    // One slot per call (every member makes the same calls in the same order).
+    uint64_t slot = gloo::Slot::build(0x44, g->tag++);
+    std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> sends, recvs;
+    for (int r = 0; r < P; r++) {
+      if (r == me) continue;
+      if (rb && rb[r]) {
+        recvs.push_back(g->ctx->createUnboundBuffer(out + rd[r], rb[r]));
+        recvs.back()->recv(r, slot);
+      }
+      if (sb && sb[r]) {
+        sends.push_back(g->ctx->createUnboundBuffer(in + sd[r], sb[r]));
+        sends.back()->send(r, slot);
+      }
+    }
+    for (auto &b : sends) b->waitSend(g->timeout);
+    for (auto &b : recvs) b->waitRecv(g->timeout);
   });
 }
 

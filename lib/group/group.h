@@ -22,6 +22,7 @@ typedef struct dist__group {
   /* The engines' parts, made and freed by backend/ (opaque here). */
   struct dist__mpi_group *mpi;       /* the communicator; NULL if not a member */
   struct dist__device_group *device; /* made at the first device collective; NULL until then */
+  struct dist__gloo *gloo;           /* the Gloo context of launches without MPI; NULL otherwise */
   uint64_t seq;        /* collective calls begun on this group by this rank */
 } dist__group;
 
