@@ -158,6 +158,27 @@ static void check_backend(dist__gloo *ctx, int me, int n) {
   for (size_t j = 0; j < cnt[me]; j++) CHECK(out[j] == n * (n - 1) / 2.0 + n * (double)j);
   CHECK(!b->can_reduce(DIST_BF16, DIST_SUM) && !b->can_reduce(DIST_F32, DIST_AVG) && b->can_reduce(DIST_I64, DIST_MAX));
   CHECK(b->barrier(&g) == DIST_SUCCESS);
+  /* The control round and exchanges on Gloo: a failure on the last rank is
+   * every rank's, a hash that differs on one rank is seen everywhere. */
+  CHECK(dist__agree_group(&g, DIST_SUCCESS, "all fine") == DIST_SUCCESS);
+  dist_status got = dist__agree_group(&g, me == n - 1 ? dist__error(DIST_ERR_INVALID_ARGUMENT, "mine") : DIST_SUCCESS,
+                                      "one rank fails");
+  CHECK(got == DIST_ERR_INVALID_ARGUMENT);
+  if (me != n - 1) CHECK(strstr(dist_last_error(), "failed on rank") != NULL);
+  int differs = -1;
+  got = dist__agree_status_hash_group(&g, DIST_SUCCESS, me == 0 ? 1 : 2, "hashes", &differs);
+  CHECK(n > 1 ? got == DIST_ERR_MISMATCH && differs == 1 : got == DIST_SUCCESS && differs == 0);
+  int64_t cin[2] = {me, -me}, cout[2];
+  CHECK(dist__control_all_reduce(&g, cin, cout, 2, DIST_MAX, "max") == DIST_SUCCESS);
+  CHECK(cout[0] == n - 1 && cout[1] == 0);
+  int64_t *ga = calloc((size_t)n, sizeof *ga), mine1 = 7 * me;
+  CHECK(dist__control_all_gather(&g, &mine1, sizeof mine1, ga, "gather") == DIST_SUCCESS);
+  for (int q = 0; q < n; q++) CHECK(ga[q] == 7 * q);
+  int64_t sa[8], ra[8];
+  for (int q = 0; q < n; q++) sa[q] = 100 * me + q;
+  CHECK(dist__control_all_to_all(&g, sa, ra, "a2a") == DIST_SUCCESS);
+  for (int q = 0; q < n; q++) CHECK(ra[q] == 100 * q + me);
+  free(ga);
 }
 
 int main(void) {

@@ -16,12 +16,12 @@
 #include "backend/agree.h"
 #include "backend/backend.h"
 #include "backend/wait.h"
+#ifdef HAVE_GLOO
+#include "backend/gloo.h"
+#endif
 
 
-dist__round dist__round_init(MPI_Comm comm, dist_status local, uint64_t hash) {
-  int rank = 0;
-  /* A failure here shows in dist__round_run, which asks again. */
-  (void)MPI_Comm_rank(comm, &rank);
+static dist__round round_init(int rank, dist_status local, uint64_t hash) {
   dist__round r;
   /* (failing code, lowest rank) in one word: MAX picks the most negative
    * code, the lowest rank on ties. Hashes agree iff max(h) and max(~h) are
@@ -32,6 +32,13 @@ dist__round dist__round_init(MPI_Comm comm, dist_status local, uint64_t hash) {
   r.in[3] = 0;
   if (dist__fault("round_word")) r.in[0] = 0x7fffdc8b4b60LL; /* tests: a word no rank could have sent */
   return r;
+}
+
+dist__round dist__round_init(MPI_Comm comm, dist_status local, uint64_t hash) {
+  int rank = 0;
+  /* A failure here shows in dist__round_run, which asks again. */
+  (void)MPI_Comm_rank(comm, &rank);
+  return round_init(rank, local, hash);
 }
 
 /* The round is point-to-point, recursive doubling (MPICH's all-reduce
@@ -103,11 +110,9 @@ dist_status dist__round_run(MPI_Comm comm, dist__round *r, const char *call) {
   return DIST_SUCCESS;
 }
 
-dist_status dist__round_failure(MPI_Comm comm, const dist__round *r, dist_status local, const char *what,
-                                const char *where) {
+static dist_status round_failure(int size, const dist__round *r, dist_status local, const char *what,
+                                 const char *where) {
   if (!r->out[0]) return DIST_SUCCESS;
-  int size = 1;
-  DIST_MPI_CALL(MPI_Comm_size(comm, &size));
   long code = -(long)(r->out[0] >> 32);
   long who = 0x7FFFFFFF - (long)(r->out[0] & 0xFFFFFFFF);
   int valid = code < 0 && dist__status_valid(code) && who >= 0 && who < size;
@@ -126,27 +131,83 @@ dist_status dist__round_failure(MPI_Comm comm, const dist__round *r, dist_status
                      dist_status_string((dist_status)code));
 }
 
+dist_status dist__round_failure(MPI_Comm comm, const dist__round *r, dist_status local, const char *what,
+                                const char *where) {
+  int size = 1;
+  if (r->out[0]) DIST_MPI_CALL(MPI_Comm_size(comm, &size));
+  return round_failure(size, r, local, what, where);
+}
+
 int dist__round_hash_differs(const dist__round *r) { return r->out[1] != r->in[1] || r->out[2] != r->in[2]; }
 
 static uint64_t hash_str(const char *s) { return dist__hash(DIST__HASH_SEED, s, strlen(s) + 1); }
 
-/* One round on `comm`; *differs: the hashes disagree (no rank failed). */
-static dist_status agree_round(MPI_Comm comm, dist_status mine, uint64_t hash, const char *what, int *differs) {
-  int size = 1;
+/* Where a control exchange runs: a group's Gloo context, else an MPI
+ * communicator (the world's at start-up, before groups exist). */
+typedef struct engine {
+  MPI_Comm comm;
+  const dist__group *g; /* with a Gloo context; NULL: comm */
+  int rank, size;
+} engine;
+
+static dist_status on_comm(MPI_Comm comm, engine *e) {
+  e->comm = comm, e->g = NULL;
+  DIST_MPI_CALL(MPI_Comm_rank(comm, &e->rank));
+  DIST_MPI_CALL(MPI_Comm_size(comm, &e->size));
+  return DIST_SUCCESS;
+}
+
+static dist_status on_group(const dist__group *g, engine *e) {
+#ifdef HAVE_GLOO
+  if (g->gloo) {
+    e->comm = MPI_COMM_NULL, e->g = g, e->rank = g->rank, e->size = g->size;
+    return DIST_SUCCESS;
+  }
+#endif
+  return on_comm(dist__comm(g), e);
+}
+
+#ifdef HAVE_GLOO
+/* The round on Gloo: everyone's four words gathered, then combined in rank
+ * order here (combine is commutative, so every rank ends the same). */
+static dist_status gloo_round(const engine *e, dist__round *r) {
+  size_t *bytes = malloc(sizeof *bytes * (size_t)e->size);
+  int64_t *all = malloc(sizeof r->in * (size_t)e->size);
+  dist_status s = bytes && all ? DIST_SUCCESS : dist__error(DIST_ERR_NO_MEMORY, "control words of %d ranks", e->size);
+  for (int q = 0; !s && q < e->size; q++) bytes[q] = sizeof r->in;
+  if (!s) s = dist__gloo_all_gather_v(e->g->gloo, r->in, all, bytes);
+  if (!s) {
+    memcpy(r->out, all, sizeof r->out);
+    for (int q = 1; q < e->size; q++) combine(r->out, all + 4 * q);
+  }
+  free(bytes);
+  free(all);
+  return s;
+}
+#endif
+
+static dist_status run(const engine *e, dist__round *r, const char *call) {
+#ifdef HAVE_GLOO
+  if (e->g) return gloo_round(e, r);
+#endif
+  return dist__round_run(e->comm, r, call);
+}
+
+/* One round; *differs: the hashes disagree (no rank failed). */
+static dist_status agree_round(const engine *e, dist_status mine, uint64_t hash, const char *what, int *differs) {
   *differs = 0;
-  DIST_MPI_CALL(MPI_Comm_size(comm, &size));
-  if (size == 1) return mine;
+  if (e->size == 1) return mine;
   /* The point's name enters the hash: two different agreement points never pair silently. */
-  dist__round r = dist__round_init(comm, mine, hash ^ hash_str(what));
-  dist_status s = dist__round_run(comm, &r, what);
-  if (!s) s = dist__round_failure(comm, &r, mine, what, "");
+  dist__round r = round_init(e->rank, mine, hash ^ hash_str(what));
+  dist_status s = run(e, &r, what);
+  if (!s) s = round_failure(e->size, &r, mine, what, "");
   if (!s) *differs = dist__round_hash_differs(&r);
   return s;
 }
 
-dist_status dist__agree(MPI_Comm comm, dist_status mine, const char *what) {
+static dist_status agree_on(const engine *e, dist_status mine, const char *what) {
   int differs;
-  dist_status s = agree_round(comm, mine, 0, what, &differs);
+  dist_status s = agree_round(e, mine, 0, what, &differs);
   if (differs)
     return dist__error(DIST_ERR_MISMATCH,
                        "%s: the ranks reached different points of the program (a call skipped or added on some "
@@ -155,14 +216,33 @@ dist_status dist__agree(MPI_Comm comm, dist_status mine, const char *what) {
   return s;
 }
 
+dist_status dist__agree(MPI_Comm comm, dist_status mine, const char *what) {
+  engine e;
+  DIST_CHECK(on_comm(comm, &e));
+  return agree_on(&e, mine, what);
+}
+
 dist_status dist__agree_status_hash(MPI_Comm comm, dist_status mine, uint64_t hash, const char *what, int *differs) {
-  dist_status s = agree_round(comm, mine, hash, what, differs);
+  engine e;
+  *differs = 0;
+  DIST_CHECK(on_comm(comm, &e));
+  dist_status s = agree_round(&e, mine, hash, what, differs);
   return *differs ? DIST_ERR_MISMATCH : s; /* the caller names what differs */
 }
 
 /* ---- control exchanges of error paths (agree.h) ---------------------------- */
 
 dist_status dist__control_all_gather(const dist__group *g, const void *mine, size_t bytes, void *all, const char *what) {
+#ifdef HAVE_GLOO
+  if (g->gloo) {
+    size_t *b = malloc(sizeof *b * (size_t)g->size);
+    if (!b) return dist__error(DIST_ERR_NO_MEMORY, "%s: counts", what);
+    for (int q = 0; q < g->size; q++) b[q] = bytes;
+    dist_status s = dist__gloo_all_gather_v(g->gloo, mine, all, b);
+    free(b);
+    return s;
+  }
+#endif
   MPI_Request q;
   char call[160];
   snprintf(call, sizeof call, "MPI_Iallgather (%s)", what);
@@ -172,6 +252,16 @@ dist_status dist__control_all_gather(const dist__group *g, const void *mine, siz
 }
 
 dist_status dist__control_all_to_all(const dist__group *g, const int64_t *send, int64_t *recv, const char *what) {
+#ifdef HAVE_GLOO
+  if (g->gloo) {
+    size_t *b = malloc(sizeof *b * (size_t)g->size);
+    if (!b) return dist__error(DIST_ERR_NO_MEMORY, "%s: counts", what);
+    for (int q = 0; q < g->size; q++) b[q] = sizeof *send;
+    dist_status s = dist__gloo_all_to_all_v(g->gloo, send, b, recv, b);
+    free(b);
+    return s;
+  }
+#endif
   MPI_Request q;
   char call[160];
   snprintf(call, sizeof call, "MPI_Ialltoall (%s)", what);
@@ -186,6 +276,12 @@ dist_status dist__control_all_reduce(const dist__group *g, const int64_t *in, in
   snprintf(call, sizeof call, "MPI_Iallreduce (%s)", what);
   if (op != DIST_MIN && op != DIST_MAX && op != DIST_SUM)
     return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: op %d is not min, max or sum", call, (int)op);
+#ifdef HAVE_GLOO
+  if (g->gloo) {
+    memcpy(out, in, sizeof *in * (size_t)n);
+    return dist__gloo_all_reduce(g->gloo, out, (size_t)n, DIST_I64, op);
+  }
+#endif
   MPI_Op mop = op == DIST_MIN ? MPI_MIN : op == DIST_MAX ? MPI_MAX : MPI_SUM;
   int rc = MPI_Iallreduce(in, out, n, MPI_INT64_T, mop, dist__comm(g), &q);
   return dist__wait_posted(rc, &q, call, DIST__WAIT_CONTROL);
@@ -194,23 +290,33 @@ dist_status dist__control_all_reduce(const dist__group *g, const int64_t *in, in
 /* ---- the same on groups ------------------------------------------------------ */
 
 dist_status dist__agree_group(const dist__group *g, dist_status mine, const char *what) {
-  return dist__agree(dist__comm(g), mine, what);
+  engine e;
+  DIST_CHECK(on_group(g, &e));
+  return agree_on(&e, mine, what);
 }
 
 dist_status dist__agree_status_hash_group(const dist__group *g, dist_status mine, uint64_t hash, const char *what,
                                           int *differs) {
-  return dist__agree_status_hash(dist__comm(g), mine, hash, what, differs);
+  engine e;
+  *differs = 0;
+  DIST_CHECK(on_group(g, &e));
+  dist_status s = agree_round(&e, mine, hash, what, differs);
+  return *differs ? DIST_ERR_MISMATCH : s; /* the caller names what differs */
 }
 
 dist__round dist__round_init_group(const dist__group *g, dist_status local, uint64_t hash) {
-  return dist__round_init(dist__comm(g), local, hash);
+  engine e;
+  if (on_group(g, &e)) e.rank = 0; /* the run reports the failure */
+  return round_init(e.rank, local, hash);
 }
 
 dist_status dist__round_run_group(const dist__group *g, dist__round *r, const char *call) {
-  return dist__round_run(dist__comm(g), r, call);
+  engine e;
+  DIST_CHECK(on_group(g, &e));
+  return run(&e, r, call);
 }
 
 dist_status dist__round_failure_group(const dist__group *g, const dist__round *r, dist_status local, const char *what,
                                       const char *where) {
-  return dist__round_failure(dist__comm(g), r, local, what, where);
+  return round_failure(g->size, r, local, what, where);
 }
