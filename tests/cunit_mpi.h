@@ -39,19 +39,22 @@ typedef struct cunit_mpi_test {
 static const char *cunit_mpi_name = "?";  /* the running test's name, for hooks' messages */
 static const char *cunit_mpi_why = NULL; /* this rank's reason to skip */
 
-/* What setup() returns to skip the test on every rank, saying why. */
+/* What setup() returns to skip the test on every rank, saying why (NULL:
+ * along with a rank that says why). */
 static inline int cunit_mpi_skip(const char *why) {
   cunit_mpi_why = why;
   return CUNIT_MPI_SKIP;
 }
 
-/* setup()'s outcome over the world: 0 run, 1 skip (the lowest skipping rank
- * says why), 2 some rank failed. Collective over MPI_COMM_WORLD. */
+/* setup()'s outcome over the world: 0 run, 1 skip (the lowest rank with a
+ * reason gives it), 2 some rank failed. Collective over MPI_COMM_WORLD. */
 static inline int cunit_mpi_agree_setup(int mine, int rank) {
-  int state = mine > 0 ? 2 : mine == CUNIT_MPI_SKIP, all = 0, who = state == 1 ? rank : INT_MAX, first = INT_MAX;
+  int state = mine > 0 ? 2 : mine == CUNIT_MPI_SKIP, all = 0, first = INT_MAX;
+  int who = state == 1 && cunit_mpi_why ? rank : INT_MAX;
   MPI_Allreduce(&state, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   MPI_Allreduce(&who, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (all == 1 && rank == first) printf("SKIP: %s: %s\n", cunit_mpi_name, cunit_mpi_why ? cunit_mpi_why : "?");
+  if (all == 1 && rank == (first == INT_MAX ? 0 : first))
+    printf("SKIP: %s: %s\n", cunit_mpi_name, cunit_mpi_why ? cunit_mpi_why : "(no reason given)");
   if (all == 2 && rank == 0) printf("%s: setup failed on some rank; no rank runs the suites\n", cunit_mpi_name);
   return all;
 }

@@ -1404,7 +1404,7 @@ static int device_setup(void) {
   const char *missing = cuda_missing();
   int mine = missing != NULL, any = 0;
   MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  if (any) return missing ? cunit_mpi_skip(missing) : 0;
+  if (any) return cunit_mpi_skip(missing); /* NULL where this rank has a device */
   MEM = &coll_device;
   dist_device dev = {DIST_DEVICE_CPU, 0};
   dist_manager_device(&dev);
@@ -1415,23 +1415,25 @@ static int device_setup(void) {
     fprintf(stderr, "[rank %d/%d] cudaSetDevice(%d): %s\n", R, W, DEV, cudaGetErrorString(e));
     failed++;
   }
-  static char refused[320];
+  static char refused[320]; /* the first refusal here: the reason to skip when every group is refused */
   int served = 0;
   for (int k = 0; k < NGROUPS; k++) {
     const char *engine = NULL;
+    char why[320] = "";
     int ok = dist_coll_backend(groups[k].name, DIST_MEM_CUDA, &engine) == DIST_SUCCESS, all = 0;
-    if (!ok && !refused[0]) snprintf(refused, sizeof refused, "%s", dist_last_error());
+    if (!ok) snprintf(why, sizeof why, "%s", dist_last_error());
+    if (!ok && !refused[0]) memcpy(refused, why, sizeof why);
     MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     group_on[k] = all;
     served += all;
     if (!all && R == 0)
       printf("%s: group '%s' of %d rank(s) left out of the cases: %s\n", PROGRAM, gname(&groups[k]), groups[k].size,
-             ok ? "the engine refuses another copy of it" : refused);
+             ok ? "the engine refuses another copy of it" : why);
   }
   if (served || failed) return failed;
-  static char why[400];
-  snprintf(why, sizeof why, "the device engine serves none of the test's groups: %s", refused[0] ? refused : "?");
-  return cunit_mpi_skip(why);
+  static char reason[400];
+  snprintf(reason, sizeof reason, "the device engine serves none of the test's groups: %s", refused[0] ? refused : "?");
+  return cunit_mpi_skip(reason);
 }
 #endif
 

@@ -1305,7 +1305,8 @@ static CU_SuiteInfo suites[] = {{"merge", NULL, NULL, NULL, NULL, merge_tests},
 static int ON_DEVICE; /* every rank sees a CUDA device */
 
 /* This round runs the device suite if every rank made the manager's device
- * current (a rank that could not is a failure). Returns the failures. */
+ * current. Returns the failures: a rank that could not fails the round's
+ * setup, and then no rank runs the suites. */
 static int device_round(void) {
   static const CU_SuiteInfo device_suite = {"device memory", NULL, NULL, NULL, host_again, device_tests};
   int ok = !ON_DEVICE || cuda_use_manager_device(&DEV), all = 0;
