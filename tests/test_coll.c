@@ -405,7 +405,8 @@ static void test_average_no_wrap(void) {
     buf b = make_from(v, DIST_U8, 1, &n);
     int ok[2] = {0, 0};
     for (int k = 0; k < PASSES; k++) {
-      dist_status s = fused ? dist_all_reduce_fused(NULL, T(&b, k), 1, DIST_AVG) : dist_all_reduce(NULL, T(&b, k), DIST_AVG);
+      dist_status s = fused ? dist_all_reduce_fused(NULL, T(&b, k), 1, DIST_AVG)
+                            : dist_all_reduce(NULL, T(&b, k), DIST_AVG);
       ok[k] = CALL_OK(s, pass_what(fused ? "all_reduce_fused u8 avg" : "all_reduce u8 avg", k));
     }
     buf_fetch(&b);
@@ -449,7 +450,8 @@ static void test_broadcast(void) {
     const grp *g = &groups[gi];
     int roots[3] = {0, g->size / 2, g->size - 1};
     for (int i = 0; i < 6; i++) check_broadcast(g, dts[i], i == 5 ? 0 : 2, s2, roots[i % 3]);
-    for (int root = 0; root < g->size; root += g->size > 1 ? g->size - 1 : 1) check_broadcast(g, DIST_BF16, 2, s2, root);
+    for (int root = 0; root < g->size; root += g->size > 1 ? g->size - 1 : 1)
+      check_broadcast(g, DIST_BF16, 2, s2, root);
   }
 }
 
@@ -820,8 +822,10 @@ static void test_nonblocking(void) {
     int started[2] = {0, 0};
     for (int k = 0; k < PASSES; k++) {
       dist_request *ra = NULL, *rb = NULL, *rc = NULL, *rd = NULL, *re = NULL;
-      int s = CALL_OK(dist_all_reduce_start(g->name, T(&a, k), DIST_SUM, &ra), pass_what("all_reduce_start f32 sum", k));
-      s &= CALL_OK(dist_all_gather_v_start(g->name, T(&bin, k), T(&bout, k), 1, bsizes, &rb), "all_gather_v_start bf16");
+      int s = CALL_OK(dist_all_reduce_start(g->name, T(&a, k), DIST_SUM, &ra),
+                      pass_what("all_reduce_start f32 sum", k));
+      s &= CALL_OK(dist_all_gather_v_start(g->name, T(&bin, k), T(&bout, k), 1, bsizes, &rb),
+                   "all_gather_v_start bf16");
       s &= CALL_OK(dist_all_to_all_v_start(g->name, T(&c_in, k), T(&c_out, k), 2, send, recv, &rc),
                    "all_to_all_v_start i64");
       s &= CALL_OK(dist_all_reduce_start(g->name, T(&d, k), DIST_AVG, &rd), "all_reduce_start c64 avg");
@@ -1103,10 +1107,10 @@ static void test_errors_one_rank(void) {
 /* Sizes that overflow (issue 18): shapes whose element or byte count does
  * not fit int64 (f32[2^40, 2^40] wrapped to 0 elements and "reduced"
  * successfully), and (test_errors_overflow_ranks, from 2 ranks) sums over
- * the ranks that wrap ({8, INT64_MAX, INT64_MAX, 10} adds up to 16). Every rank passes them (each rank's own check fails),
- * so every rank gets invalid argument with a message naming the argument and
- * saying it overflows. The data buffer is never read: every call must stop in
- * its checks. */
+ * the ranks that wrap ({8, INT64_MAX, INT64_MAX, 10} adds up to 16). Every
+ * rank passes them (each rank's own check fails), so every rank gets invalid
+ * argument with a message naming the argument and saying it overflows. The
+ * data buffer is never read: every call must stop in its checks. */
 static void test_errors_overflow(void) {
   static uint8_t bytes[256];
   const dist_status INV = DIST_ERR_INVALID_ARGUMENT;
