@@ -2,14 +2,13 @@
  * kinds the parameterised cases run in, and copies between host memory and
  * either kind.
  *
- * main() is cuda_cases_main(), which finds the devices before the suites
- * run (cuda_cases_find) and then runs them as cunit_mpi_main. The device
- * cases run only when every rank has a CUDA device (the one the manager
- * assigned, made current with cudaSetDevice); otherwise rank 0 prints one
- * line starting with "SKIP" and the reason, and every rank runs the host
- * cases alone, so no rank waits in a collective the others skip. A build
- * without CUDA (no HAVE_CUDA in config.h) compiles no device code and says
- * so in the same way. */
+ * main() is cunit_mpi_run with cuda_cases_setup as its setup hook, which
+ * finds the devices before the suites run. The device cases run only when
+ * every rank has a CUDA device (the one the manager assigned, made current
+ * with cudaSetDevice); otherwise rank 0 prints one line starting with "SKIP"
+ * and the reason, and every rank runs the host cases alone, so no rank waits
+ * in a collective the others skip. A build without CUDA (no HAVE_CUDA in
+ * config.h) compiles no device code and says so in the same way. */
 #ifndef DISTMGR_TESTS_CUDA_CASES_H
 #define DISTMGR_TESTS_CUDA_CASES_H
 
@@ -23,7 +22,6 @@
 
 static int cuda_cases_on;     /* every rank runs the device cases */
 static int cuda_cases_dev;    /* this rank's CUDA ordinal (the manager's) */
-static int cuda_cases_failed; /* this rank has a device but could not make it current: main fails */
 
 /* Host memory first, then device memory when cuda_cases_on. */
 static const dist_memory MEMORY[2] = {DIST_MEM_HOST, DIST_MEM_CUDA};
@@ -35,38 +33,34 @@ static inline void cuda_cases_assert(int ok, const char *what, const char *file,
   CU_assertImplementation(ok ? CU_TRUE : CU_FALSE, (unsigned)line, what, file, "", CU_FALSE);
 }
 
-/* Initialize the manager (cunit_mpi_main's own call then finds it done) and
- * decide whether the device cases run. Collective over the world. */
-static inline void cuda_cases_find(const char *test) {
+/* The setup hook of the test (cunit_mpi_test.setup): decide whether the
+ * device cases run. A rank that has a device but cannot make it current
+ * fails the setup, so no rank runs the suites. Collective over the world. */
+static inline int cuda_cases_setup(int round) {
+  (void)round;
   int rank = 0;
-  if (dist_manager_initialize() != DIST_SUCCESS) return; /* cunit_mpi_main reports it */
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  cuda_cases_on = 0;
 #ifndef HAVE_CUDA
-  if (rank == 0) printf("SKIP: %s device-memory cases: built without CUDA\n", test);
+  if (rank == 0) printf("SKIP: %s device-memory cases: built without CUDA\n", cunit_mpi_name);
+  return 0;
 #else
-  if (cuda_skip_everywhere(rank)) return; /* rank 0 printed "SKIP: no CUDA device" */
+  if (cuda_skip_everywhere(rank)) return 0; /* rank 0 printed "SKIP: no CUDA device" */
   dist_device dev = {DIST_DEVICE_CPU, 0};
-  int mine = dist_manager_device(&dev) == DIST_SUCCESS && dev.kind == DIST_DEVICE_CUDA, all = 0;
+  int mine = dist_manager_device(&dev) == DIST_SUCCESS && dev.kind == DIST_DEVICE_CUDA, all = 0, failed = 0;
   if (mine && cudaSetDevice(dev.index) != cudaSuccess) {
-    fprintf(stderr, "%s[rank %d]: cudaSetDevice(%d) failed\n", test, rank, dev.index);
+    fprintf(stderr, "%s[rank %d]: cudaSetDevice(%d) failed\n", cunit_mpi_name, rank, dev.index);
     mine = 0;
-    cuda_cases_failed = 1;
+    failed = 1;
   }
   MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (!all && rank == 0)
     printf("SKIP: %s device-memory cases: some rank has no usable CUDA device from the manager (DIST_DEVICE=cpu, "
-           "or cudaSetDevice failed)\n", test);
+           "or cudaSetDevice failed)\n", cunit_mpi_name);
   cuda_cases_on = all;
   cuda_cases_dev = dev.index;
+  return failed;
 #endif
-}
-
-/* main() of the test: cuda_cases_find, then the suites as cunit_mpi_main;
- * also fails where a device could not be made current. */
-static inline int cuda_cases_main(CU_SuiteInfo *suites, const char *name, int *rank, int *size) {
-  cuda_cases_find(name);
-  int failed = cunit_mpi_main(suites, name, rank, size);
-  return failed || cuda_cases_failed;
 }
 
 /* Zeroed memory of kind `mem` (NULL after a failure, which is asserted). */

@@ -1,5 +1,7 @@
 /* GPU tests skip together (exit 77) unless every rank sees a CUDA device,
- * so no rank waits in a collective the others never join. */
+ * so no rank waits in a collective the others never join: either through
+ * cunit_mpi_run's agreed setup (cuda_missing, cuda_skip_build), or, for
+ * tests whose host cases run anyway, with cuda_skip_everywhere. */
 #ifndef DISTMGR_TESTS_CUDA_SKIP_H
 #define DISTMGR_TESTS_CUDA_SKIP_H
 
@@ -11,16 +13,20 @@
 #include <mpi.h>
 #include <stdio.h>
 
-/* The main() of a GPU test in a build without CUDA: start and stop the
- * manager so that every rank takes part, then report SKIP (rank 0 says why). */
-static inline int cuda_skip_build(const char *why) {
-  int rank = 0;
-  if (dist_manager_initialize() == DIST_SUCCESS) {
-    dist_manager_rank(&rank);
-    dist_manager_finalize();
-  }
-  if (rank == 0) printf("SKIP: %s\n", why);
-  return 77;
+#include "cunit_mpi.h"
+
+static const char *cuda_skip_why_;
+static inline int cuda_skip_setup_(int round) {
+  (void)round;
+  return cunit_mpi_skip(cuda_skip_why_);
+}
+
+/* The main() of a GPU test in a build without CUDA: the shared main, with no
+ * suites and a setup that skips on every rank, saying why. */
+static inline int cuda_skip_build(const char *name, const char *why) {
+  static CU_SuiteInfo none[] = {CU_SUITE_INFO_NULL};
+  cuda_skip_why_ = why;
+  return cunit_mpi_run(&(cunit_mpi_test){.name = name, .suites = none, .setup = cuda_skip_setup_});
 }
 
 #ifdef HAVE_CUDA
@@ -33,6 +39,17 @@ static inline int cuda_skip_everywhere(int rank) {
   MPI_Allreduce(&count, &least, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (least == 0 && rank == 0) printf("SKIP: no CUDA device\n");
   return least == 0;
+}
+
+/* NULL when this rank sees a CUDA device, else why not: what a setup hook
+ * passes to cunit_mpi_skip. Local. */
+static inline const char *cuda_missing(void) {
+  static char why[160];
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e == cudaSuccess && count > 0) return NULL;
+  snprintf(why, sizeof why, "no CUDA device (%s)", e == cudaSuccess ? "0 devices" : cudaGetErrorString(e));
+  return why;
 }
 
 #endif /* HAVE_CUDA */

@@ -4,19 +4,26 @@
 # "mpiexec.mpich -n" or "srun --overcommit -n"; unset: the launcher configure
 # chose for this build's MPI, DIST_DEFAULT_LAUNCHER in config.h), under a
 # timeout so a hang fails instead of blocking.
-# "PROG-npN-rpnK.mpi" also sets DIST_RANKS_PER_NODE=K (N ranks as N/K nodes
-# of K on one machine).
+# Suffixes after the rank count set a setting for the run:
+#   "-rpnK"    DIST_RANKS_PER_NODE=K (N ranks as N/K nodes of K on one machine);
+#   "-staged", "-nccl"   DIST_CUDA_BACKEND (the engine of device-memory
+#              collectives, read at initialize).
+# e.g. "PROG-np4-rpn2.mpi", "PROG-np2-nccl.mpi".
 set -u
 test_file=$1
 base=$(basename "$test_file" .mpi)
 dir=$(dirname "$test_file")
-case $base in
-  *-rpn*) DIST_RANKS_PER_NODE=${base##*-rpn}; export DIST_RANKS_PER_NODE; base=${base%-rpn*} ;;
-esac
+while :; do
+  case $base in
+    *-staged|*-nccl) DIST_CUDA_BACKEND=${base##*-}; export DIST_CUDA_BACKEND; base=${base%-*} ;;
+    *-rpn*) DIST_RANKS_PER_NODE=${base##*-rpn}; export DIST_RANKS_PER_NODE; base=${base%-rpn*} ;;
+    *) break ;;
+  esac
+done
 prog=${base%-np*}
 np=${base##*-np}
 case $np in ''|*[!0-9]*) echo "mpi-launch: cannot read a rank count from '$test_file'" >&2; exit 99 ;; esac
 launcher=${LAUNCHER:-$(sed -n 's/^#define DIST_DEFAULT_LAUNCHER "\(.*\)"$/\1/p' "${top_builddir:-$dir/..}/config.h" 2>/dev/null || :)}
 launcher=${launcher:-mpirun --oversubscribe --allow-run-as-root -n}
-echo "mpi-launch: ${DIST_RANKS_PER_NODE:+DIST_RANKS_PER_NODE=$DIST_RANKS_PER_NODE }timeout ${TEST_TIMEOUT:-120} $launcher $np $dir/$prog"
+echo "mpi-launch: ${DIST_RANKS_PER_NODE:+DIST_RANKS_PER_NODE=$DIST_RANKS_PER_NODE }${DIST_CUDA_BACKEND:+DIST_CUDA_BACKEND=$DIST_CUDA_BACKEND }timeout ${TEST_TIMEOUT:-120} $launcher $np $dir/$prog"
 exec timeout -k 5 "${TEST_TIMEOUT:-120}" $launcher "$np" "$dir/$prog"

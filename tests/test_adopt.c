@@ -6,7 +6,7 @@
 #include <distmgr/mpi.h>
 #include <string.h>
 
-#include "cunit_main.h"
+#include "cunit_mpi.h"
 
 static int R, W;           /* MPI_COMM_WORLD */
 static MPI_Comm worker;    /* this rank's worker */
@@ -53,39 +53,35 @@ static CU_TestInfo tests[] = {{"world is the worker", test_world_is_worker},
                               CU_TEST_INFO_NULL};
 static CU_SuiteInfo suites[] = {{"adopt", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
 
+/* Before initialize: MPI is the application's; a worker of 2 consecutive ranks. */
+static int before(int round) {
+  (void)round;
+  MPI_Comm_split(MPI_COMM_WORLD, R / 2, R, &worker);
+  MPI_Comm_rank(worker, &wrank);
+  MPI_Comm_size(worker, &wsize);
+  return dist_manager_initialize_comm(MPI_COMM_NULL, NULL) != DIST_ERR_INVALID_ARGUMENT;
+}
+
+/* After finalize: distmgr did not initialize MPI, so it must not have
+ * finalized it; and initialize works again, now on the whole world. */
+static int after(int round) {
+  (void)round;
+  int failed = 0, finalized = 1, size = 0;
+  MPI_Finalized(&finalized);
+  failed += finalized != 0;
+  if (dist_manager_initialize() != DIST_SUCCESS || dist_manager_world_size(&size) != DIST_SUCCESS || size != W)
+    failed++, fprintf(stderr, "test_adopt[rank %d/%d]: re-initialize on the world failed: %s\n", R, W,
+                      dist_last_error());
+  failed += dist_manager_finalize() != DIST_SUCCESS;
+  return failed;
+}
+
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &R);
   MPI_Comm_size(MPI_COMM_WORLD, &W);
-  MPI_Comm_split(MPI_COMM_WORLD, R / 2, R, &worker);
-  MPI_Comm_rank(worker, &wrank);
-  MPI_Comm_size(worker, &wsize);
-  int failed = 0;
-  char tag[64];
-  snprintf(tag, sizeof tag, "test_adopt[rank %d/%d worker %d]", R, W, R / 2);
-
-  failed += dist_manager_initialize_comm(MPI_COMM_NULL, NULL) != DIST_ERR_INVALID_ARGUMENT;
-  if (dist_manager_initialize_comm(worker, NULL) != DIST_SUCCESS) {
-    fprintf(stderr, "%s: initialize: %s\n", tag, dist_last_error());
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-  failed += cunit_run(suites, tag, R != 0);
-  failed += dist_manager_finalize() != DIST_SUCCESS;
-
-  /* distmgr did not initialize MPI, so it must not have finalized it. */
-  int finalized = 1;
-  MPI_Finalized(&finalized);
-  failed += finalized != 0;
-  /* Initialize again, now on the whole world (after finalize it works again). */
-  int size = 0;
-  if (dist_manager_initialize() != DIST_SUCCESS || dist_manager_world_size(&size) != DIST_SUCCESS || size != W)
-    failed++, fprintf(stderr, "%s: re-initialize on the world failed: %s\n", tag, dist_last_error());
-  failed += dist_manager_finalize() != DIST_SUCCESS;
-
-  int total = 0;
-  MPI_Allreduce(&failed, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (R == 0) printf("test_adopt: %d failure(s) over %d rank(s)\n", total, W);
+  int status = cunit_mpi_run(&(cunit_mpi_test){"test_adopt", suites, .world = &worker, .before = before, .after = after});
   MPI_Comm_free(&worker);
   MPI_Finalize(); /* the application's job, not distmgr's */
-  return total != 0;
+  return status;
 }

@@ -1,12 +1,31 @@
-/* Distributed tests of the host-memory collectives of coll.h (run at 1, 2, 3
- * and 4 ranks; 3 gives uneven splits).
+/* The collectives of coll.h: one suite, run over every backend (at 1, 2, 3
+ * and 4 ranks; 3 gives uneven splits). This file builds two programs:
+ *  - tests/test_coll: tensors in host memory, carried by the MPI backend;
+ *  - tests/test_coll_cuda (COLL_DEVICE): tensors in cudaMalloc'd memory,
+ *    carried by the engine DIST_CUDA_BACKEND picks at initialize. make check
+ *    runs it as test_coll_cuda-npN (auto) and, through tests/mpi-launch.sh,
+ *    as test_coll_cuda-npN-staged and -npN-nccl. On device memory each call
+ *    also runs on host copies of its tensors (twins, coll_memory.h), and the
+ *    two results are compared. It exits 77 (SKIP, with the reason) in a
+ *    build without CUDA, when some rank has no device, or when the engine
+ *    serves none of the test's groups (NCCL refuses two ranks on one GPU).
  *
  * Every rank can regenerate any rank's input from (seed, world rank), so each
  * result is compared with a serial reference computed here: reductions in
  * double, then averaged and rounded once to the dtype (as the library must do
  * for 16-bit floats, which it reduces in f32), compared with a per-dtype
  * tolerance; calls that only move data are compared byte for byte. Seeds come
- * from a counter that advances identically on every rank. */
+ * from a counter that advances identically on every rank.
+ *
+ * The cases are listed once, in CASES at the end, each with the rank counts
+ * and the memory it applies to; rank 0 prints a line for each case that does
+ * not apply to the run. "PROGRAM --list" prints the cases of a program with
+ * their rank counts, which tests/rank_counts.sh compares with the rank counts
+ * Makefile.am runs the program at. */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
 #include <distmgr.h>
 #include <math.h>
 #include <mpi.h>
@@ -14,15 +33,33 @@
 #include <string.h>
 #include <time.h>
 
-#include "cunit_main.h"
+#include "cunit_mpi.h"
 #include "coll_values.h" /* groups, dtypes, seeded values */
-#include "core/fault.h"       /* dist__fault_site: one rank sends a malformed check word */
+#include "coll_memory.h" /* MEM, buf, passes and twins */
+#include "core/fault.h"  /* dist__fault_site: one rank sends a malformed check word */
+#ifdef COLL_DEVICE
+#include "cuda_skip.h" /* cuda_missing */
+#endif
+
+#ifdef COLL_DEVICE
+#define PROGRAM "test_coll_cuda"
+#else
+#define PROGRAM "test_coll"
+#endif
+#define MAXW 64 /* the most ranks the fixed arrays below hold */
 
 static int W, R;    /* world size and rank from MPI itself */
 static uint64_t seq; /* seed of the next check: the same sequence on every rank */
 
 static grp groups[2]; /* the world (named NULL) and "pair" (size 2, or 1 at odd W) */
 #define NGROUPS 2
+/* Groups whose collectives run in MEM on every rank (device runs: the engine
+ * in force serves them); the cases go over these. */
+static int group_on[NGROUPS] = {1, 1};
+#define FOR_GROUPS(gi)                                                                                                 \
+  for (int gi = 0; gi < NGROUPS; gi++)                                                                                 \
+    if (!group_on[gi]) continue;                                                                                       \
+    else
 
 /* Component k of owner's data. Ranges keep every reduction of <= 4 ranks
  * inside the dtype: products get small factors, u8 sums stay below 256, and
@@ -45,32 +82,31 @@ static void fill(dist_dtype dt, void *p, int64_t n, uint64_t seed, int owner, di
   }
 }
 
-/* ---- host tensors ---------------------------------------------------------- */
+/* ---- tensors ------------------------------------------------------------------ */
 
-typedef struct {
-  dist_tensor t;
-  void *mem; /* owned; t.data is NULL when the tensor is empty (the API allows it) */
-  int64_t n;
-} buf;
-
-static int64_t numel(int ndim, const int64_t *shape) {
-  int64_t n = 1;
-  for (int d = 0; d < ndim; d++) n *= shape[d];
-  return n;
+/* A host-only buffer (for references): owner >= 0: owner's data for (seed,
+ * op); owner < 0: the 0x5A pattern of buf_host. */
+static buf make_ref(dist_dtype dt, int ndim, const int64_t *shape, uint64_t seed, int owner, dist_reduce_op op) {
+  buf b = buf_host(dt, ndim, shape);
+  if (owner >= 0) fill(dt, b.mem, b.n, seed, owner, op);
+  return b;
 }
 
-/* owner >= 0: owner's data for (seed, op); owner < 0: a 0x5A pattern, so an
- * output the library never wrote cannot pass. */
+/* The same, placed in the memory under test (and in a host twin): a call's tensor. */
 static buf make(dist_dtype dt, int ndim, const int64_t *shape, uint64_t seed, int owner, dist_reduce_op op) {
-  buf b;
-  b.n = numel(ndim, shape);
-  b.mem = malloc((size_t)b.n * DT_SIZE[dt] + 1);
-  memset(b.mem, 0x5A, (size_t)b.n * DT_SIZE[dt] + 1);
-  if (owner >= 0) fill(dt, b.mem, b.n, seed, owner, op);
-  b.t = dist_tensor_host(b.n ? b.mem : NULL, dt, ndim, shape);
+  buf b = make_ref(dt, ndim, shape, seed, owner, op);
+  buf_place(&b);
   return b;
 }
 #define make_out(dt, ndim, shape) make(dt, ndim, shape, 0, -1, DIST_SUM)
+
+/* A call's tensor holding the given host values. */
+static buf make_from(const void *values, dist_dtype dt, int ndim, const int64_t *shape) {
+  buf b = buf_host(dt, ndim, shape);
+  memcpy(b.mem, values, b.bytes);
+  buf_place(&b);
+  return b;
+}
 
 /* 3-D tensors {2, 3, 2} with a chosen extent along the split dim. */
 static const int64_t BASE[3] = {2, 3, 2};
@@ -114,6 +150,14 @@ static int call_ok_(dist_status s, const char *what, int line) {
   return s == DIST_SUCCESS;
 }
 
+/* `what` of pass k: the call itself, or the same call on the host twins. */
+static const char *pass_what(const char *what, int k) {
+  static char text[240];
+  if (!k) return what;
+  snprintf(text, sizeof text, "the same on the host: %s", what);
+  return text;
+}
+
 static double tolerance(dist_dtype dt) {
   switch (dt) {
   case DIST_BF16: return 1e-2;
@@ -131,19 +175,21 @@ static int close_to(dist_dtype dt, double got, double want) {
   return fabs(got - want) <= tolerance(dt) * fmax(1.0, fabs(want)); /* false for NaN */
 }
 
-/* got (n elements of dtype dt) against want (already rounded to dt). */
-#define EXPECT_CLOSE(dt, got, want, n, what) expect_close_(dt, got, want, n, what, __LINE__)
-static void expect_close_(dist_dtype dt, const void *got, const cval *want, int64_t n, const char *what, int line) {
+/* got (n elements of dtype dt) against want: cvals (already rounded to dt),
+ * or (want NULL) n elements of dt at want_raw. */
+#define EXPECT_CLOSE(dt, got, want, n, what) expect_close_(dt, got, want, NULL, n, what, __LINE__)
+static void expect_close_(dist_dtype dt, const void *got, const cval *want, const void *want_raw, int64_t n,
+                          const char *what, int line) {
   int64_t bad = -1;
+  cval g = {0, 0}, w = {0, 0};
   for (int64_t i = 0; i < n && bad < 0; i++) {
-    cval g = load(dt, got, i);
-    if (!close_to(dt, g.re, want[i].re) || !close_to(dt, g.im, want[i].im)) bad = i;
+    g = load(dt, got, i);
+    w = want ? want[i] : load(dt, want_raw, i);
+    if (!close_to(dt, g.re, w.re) || !close_to(dt, g.im, w.im)) bad = i;
   }
-  if (bad >= 0) {
-    cval g = load(dt, got, bad);
+  if (bad >= 0)
     fprintf(stderr, "[rank %d/%d] line %d: %s: element %lld of %lld is (%.9g, %.9g), expected (%.9g, %.9g)\n", R, W,
-            line, what, (long long)bad, (long long)n, g.re, g.im, want[bad].re, want[bad].im);
-  }
+            line, what, (long long)bad, (long long)n, g.re, g.im, w.re, w.im);
   assert_at(bad < 0, line, what);
 }
 
@@ -154,6 +200,17 @@ static void expect_bytes_(const void *got, const void *want, size_t nbytes, cons
   if (i < nbytes)
     fprintf(stderr, "[rank %d/%d] line %d: %s: first differing byte %zu of %zu\n", R, W, line, what, i, nbytes);
   assert_at(i == nbytes, line, what);
+}
+
+/* Device runs, when both passes succeeded: the fetched result equals the host
+ * twin's, within the dtype's tolerance (TWIN_CLOSE) or byte for byte. */
+#define TWIN_CLOSE(b, ok) twin_check_((b), (ok), 0, __LINE__)
+#define TWIN_BYTES(b, ok) twin_check_((b), (ok), 1, __LINE__)
+static void twin_check_(const buf *b, const int ok[2], int bytes, int line) {
+  const char *what = "device result equals host result";
+  if (!MEM->twins || !ok[0] || !ok[1]) return;
+  if (bytes) expect_bytes_(b->mem, b->twin_mem, b->bytes, what, line);
+  else expect_close_(b->t.dtype, b->mem, NULL, b->twin_mem, b->n, what, line);
 }
 
 /* ---- serial references ------------------------------------------------------- */
@@ -196,7 +253,7 @@ static void ref_concat(const grp *g, dist_dtype dt, int dim, const int64_t *size
   for (int r = 0; r < g->size; r++) total += sizes[r];
   for (int r = 0; r < g->size; r++) {
     shape3(dim, sizes[r], shp);
-    buf b = make(dt, 3, shp, seed, g->world[r], DIST_SUM);
+    buf b = make_ref(dt, 3, shp, seed, g->world[r], DIST_SUM);
     copy_slices(want, total, off, b.mem, sizes[r], 0, sizes[r], outer3(dim), (size_t)inner3(dim) * DT_SIZE[dt]);
     off += sizes[r];
     free(b.mem);
@@ -219,7 +276,7 @@ static void ref_a2a(const grp *g, dist_dtype dt, int dim, int k, uint64_t seed, 
       ext += a2a_count(k, a, b);
     }
     shape3(dim, ext, shp);
-    buf src = make(dt, 3, shp, seed, g->world[a], DIST_SUM);
+    buf src = make_ref(dt, 3, shp, seed, g->world[a], DIST_SUM);
     copy_slices(want, out_ext, off, src.mem, ext, from, a2a_count(k, a, me), outer3(dim),
                 (size_t)inner3(dim) * DT_SIZE[dt]);
     off += a2a_count(k, a, me);
@@ -235,6 +292,7 @@ static int64_t pattern(int p, int r) {
   case 1: return r + 1;
   case 2: return (r * 7) % 5 + 1;
   case 3: return r % 2 ? 0 : r + 1;
+  case 5: return r % 2 ? 0 : 2;
   default: return r == 0 ? 0 : 2;
   }
 }
@@ -248,19 +306,24 @@ static void check_all_reduce(const grp *g, dist_dtype dt, dist_reduce_op op, int
   buf b = make(dt, ndim, shape, seed, g->world[g->rank], op);
   cval *want = calloc((size_t)b.n + 1, sizeof *want);
   ref_reduce(g, dt, op, b.n, seed, want);
-  if (CALL_OK(dist_all_reduce(g->name, &b.t, op), what)) EXPECT_CLOSE(dt, b.mem, want, b.n, what);
+  int ok[2] = {0, 0};
+  for (int k = 0; k < PASSES; k++) ok[k] = CALL_OK(dist_all_reduce(g->name, T(&b, k), op), pass_what(what, k));
+  buf_fetch(&b);
+  if (ok[0]) EXPECT_CLOSE(dt, b.mem, want, b.n, what);
+  TWIN_CLOSE(&b, ok);
   free(want);
-  free(b.mem);
+  buf_free(&b);
 }
 
 static const dist_dtype ALL_DTYPES[] = {DIST_F32, DIST_F64, DIST_BF16, DIST_F16, DIST_C64,
                                         DIST_C128, DIST_I32, DIST_I64, DIST_U8};
 #define NDTYPES ((int)(sizeof ALL_DTYPES / sizeof ALL_DTYPES[0]))
 
-/* Every dtype with every op it supports, on a scalar, a 1-D and a 3-D tensor. */
+/* Every dtype with every op it supports, on a scalar, a 1-D and a 3-D tensor;
+ * then sum, avg and max of f32, bf16 and c64 on a {3, 5} tensor. */
 static void test_all_reduce(void) {
-  const int64_t s1[1] = {7}, s3[3] = {2, 3, 4};
-  for (int gi = 0; gi < NGROUPS; gi++)
+  const int64_t s1[1] = {7}, s3[3] = {2, 3, 4}, s2[2] = {3, 5};
+  FOR_GROUPS(gi) {
     for (int d = 0; d < NDTYPES; d++)
       for (int op = 0; op < DIST_REDUCE_OP_COUNT; op++) {
         if (is_complex(ALL_DTYPES[d]) && (op == DIST_MAX || op == DIST_MIN)) continue; /* see test_errors */
@@ -268,22 +331,37 @@ static void test_all_reduce(void) {
         check_all_reduce(&groups[gi], ALL_DTYPES[d], (dist_reduce_op)op, pick == 0 ? 0 : pick == 1 ? 1 : 3,
                          pick == 2 ? s3 : s1);
       }
+    const dist_dtype dts[] = {DIST_F32, DIST_BF16, DIST_C64};
+    const dist_reduce_op ops[] = {DIST_SUM, DIST_AVG, DIST_MAX};
+    for (int i = 0; i < 3; i++)
+      for (int j = 0; j < 3; j++)
+        if (!(is_complex(dts[i]) && ops[j] == DIST_MAX)) check_all_reduce(&groups[gi], dts[i], ops[j], 2, s2);
+  }
+  if (!group_on[0]) return;
   /* An empty tensor with NULL data is a valid no-op; "world" by name. */
-  int64_t zero = 0;
-  dist_tensor e = dist_tensor_host(NULL, DIST_F32, 1, &zero);
-  CALL_OK(dist_all_reduce("world", &e, DIST_SUM), "all_reduce of an empty tensor");
+  int64_t zero = 0, one = 1;
+  buf e = make_out(DIST_F32, 1, &zero);
+  for (int k = 0; k < PASSES; k++)
+    CALL_OK(dist_all_reduce("world", T(&e, k), DIST_SUM), pass_what("all_reduce of an empty tensor", k));
+  buf_free(&e);
   int32_t v = R + 1;
-  int64_t one = 1;
-  dist_tensor t = dist_tensor_host(&v, DIST_I32, 1, &one);
-  if (CALL_OK(dist_all_reduce("world", &t, DIST_SUM), "all_reduce over \"world\"")) CU_ASSERT_EQUAL(v, W * (W + 1) / 2);
+  buf t = make_from(&v, DIST_I32, 1, &one);
+  int ok[2] = {0, 0};
+  for (int k = 0; k < PASSES; k++)
+    ok[k] = CALL_OK(dist_all_reduce("world", T(&t, k), DIST_SUM), pass_what("all_reduce over \"world\"", k));
+  buf_fetch(&t);
+  memcpy(&v, t.mem, sizeof v);
+  if (ok[0]) CU_ASSERT_EQUAL(v, W * (W + 1) / 2);
+  TWIN_BYTES(&t, ok);
+  buf_free(&t);
 }
 
 /* From DIST_NB_ALLREDUCE_MIN bytes (1 MiB with Open MPI by default) a blocking
- * all-reduce runs as MPI_Iallreduce + MPI_Wait: just over the threshold, an
- * odd length, several dtypes and ops. */
+ * host all-reduce runs as MPI_Iallreduce + MPI_Wait: just over the threshold,
+ * an odd length, several dtypes and ops (on device memory: large buffers). */
 static void test_all_reduce_large(void) {
   const int64_t n[1] = {(1 << 18) + 3}, n64[1] = {(1 << 17) + 5};
-  for (int gi = 0; gi < NGROUPS; gi++) {
+  FOR_GROUPS(gi) {
     check_all_reduce(&groups[gi], DIST_F32, DIST_SUM, 1, n);
     check_all_reduce(&groups[gi], DIST_F64, DIST_AVG, 1, n64);
     check_all_reduce(&groups[gi], DIST_I32, DIST_MAX, 1, n);
@@ -297,39 +375,52 @@ static void check_reduce(const grp *g, dist_dtype dt, dist_reduce_op op, int roo
   int64_t shape[2] = {3, 5};
   char what[160];
   snprintf(what, sizeof what, "reduce %s %s root %d over %s", DT_NAME[dt], OP_NAME[op], root, gname(g));
-  buf b = make(dt, 2, shape, seed, g->world[g->rank], op), mine = make(dt, 2, shape, seed, g->world[g->rank], op);
+  buf b = make(dt, 2, shape, seed, g->world[g->rank], op), mine = make_ref(dt, 2, shape, seed, g->world[g->rank], op);
   cval *want = calloc((size_t)b.n, sizeof *want);
   ref_reduce(g, dt, op, b.n, seed, want);
-  if (CALL_OK(dist_reduce(g->name, &b.t, op, root), what)) {
+  int ok[2] = {0, 0};
+  for (int k = 0; k < PASSES; k++) ok[k] = CALL_OK(dist_reduce(g->name, T(&b, k), op, root), pass_what(what, k));
+  buf_fetch(&b);
+  if (ok[0]) {
     if (g->rank == root) EXPECT_CLOSE(dt, b.mem, want, b.n, what);
-    else EXPECT_BYTES(b.mem, mine.mem, (size_t)b.n * DT_SIZE[dt], what);
+    else EXPECT_BYTES(b.mem, mine.mem, b.bytes, what);
   }
+  TWIN_CLOSE(&b, ok);
   free(want);
-  free(b.mem);
+  buf_free(&b);
   free(mine.mem);
 }
 
-/* A u8 average must not wrap: 200 + 250 + ... over the group, then divided.
- * Also over 16-bit: the mean of values near bf16's precision limit. */
+/* A u8 average must not wrap: 200 + 250 + ... over the world, then divided;
+ * alone and as a fused list of one. */
 static void test_average_no_wrap(void) {
+  if (!group_on[0]) return;
   uint8_t v[3];
   int64_t n = 3;
   long sum[3] = {0, 0, 0};
   for (int r = 0; r < W; r++)
     for (int i = 0; i < 3; i++) sum[i] += 200 + (r * 7 + i * 13) % 56;
-  for (int i = 0; i < 3; i++) v[i] = (uint8_t)(200 + (R * 7 + i * 13) % 56);
-  dist_tensor t = dist_tensor_host(v, DIST_U8, 1, &n);
-  ASSERT_OK(dist_all_reduce(NULL, &t, DIST_AVG));
-  for (int i = 0; i < 3; i++) CU_ASSERT_EQUAL(v[i], sum[i] / W);
-  for (int i = 0; i < 3; i++) v[i] = (uint8_t)(200 + (R * 7 + i * 13) % 56);
-  ASSERT_OK(dist_all_reduce_fused(NULL, &t, 1, DIST_AVG));
-  for (int i = 0; i < 3; i++) CU_ASSERT_EQUAL(v[i], sum[i] / W);
+  for (int fused = 0; fused < 2; fused++) {
+    for (int i = 0; i < 3; i++) v[i] = (uint8_t)(200 + (R * 7 + i * 13) % 56);
+    buf b = make_from(v, DIST_U8, 1, &n);
+    int ok[2] = {0, 0};
+    for (int k = 0; k < PASSES; k++) {
+      dist_status s = fused ? dist_all_reduce_fused(NULL, T(&b, k), 1, DIST_AVG)
+                            : dist_all_reduce(NULL, T(&b, k), DIST_AVG);
+      ok[k] = CALL_OK(s, pass_what(fused ? "all_reduce_fused u8 avg" : "all_reduce u8 avg", k));
+    }
+    buf_fetch(&b);
+    memcpy(v, b.mem, sizeof v);
+    for (int i = 0; i < 3; i++) CU_ASSERT_EQUAL(v[i], sum[i] / W);
+    TWIN_BYTES(&b, ok);
+    buf_free(&b);
+  }
 }
 
 static void test_reduce(void) {
   const dist_dtype dts[] = {DIST_F32, DIST_BF16, DIST_F64, DIST_I32, DIST_C64, DIST_U8, DIST_F16, DIST_I64};
   const dist_reduce_op ops[] = {DIST_SUM, DIST_MAX, DIST_PROD, DIST_AVG, DIST_SUM, DIST_MIN, DIST_AVG, DIST_SUM};
-  for (int gi = 0; gi < NGROUPS; gi++) {
+  FOR_GROUPS(gi) {
     const grp *g = &groups[gi];
     int roots[3] = {0, g->size - 1, g->size / 2};
     for (int i = 0; i < 8; i++) check_reduce(g, dts[i], ops[i], roots[i % 3]);
@@ -341,19 +432,26 @@ static void check_broadcast(const grp *g, dist_dtype dt, int ndim, const int64_t
   char what[160];
   snprintf(what, sizeof what, "broadcast %s ndim %d root %d over %s", DT_NAME[dt], ndim, root, gname(g));
   buf b = make(dt, ndim, shape, seed, g->world[g->rank], DIST_SUM);
-  buf want = make(dt, ndim, shape, seed, g->world[root], DIST_SUM);
-  if (CALL_OK(dist_broadcast(g->name, &b.t, root), what)) EXPECT_BYTES(b.mem, want.mem, (size_t)b.n * DT_SIZE[dt], what);
-  free(b.mem);
+  buf want = make_ref(dt, ndim, shape, seed, g->world[root], DIST_SUM);
+  int ok[2] = {0, 0};
+  for (int k = 0; k < PASSES; k++) ok[k] = CALL_OK(dist_broadcast(g->name, T(&b, k), root), pass_what(what, k));
+  buf_fetch(&b);
+  if (ok[0]) EXPECT_BYTES(b.mem, want.mem, b.bytes, what);
+  TWIN_BYTES(&b, ok);
+  buf_free(&b);
   free(want.mem);
 }
 
+/* Six dtypes from three roots; then bf16 {4, 3} from the first and the last rank. */
 static void test_broadcast(void) {
   const dist_dtype dts[] = {DIST_F32, DIST_BF16, DIST_C128, DIST_I64, DIST_U8, DIST_F16};
   const int64_t s2[2] = {4, 3};
-  for (int gi = 0; gi < NGROUPS; gi++) {
+  FOR_GROUPS(gi) {
     const grp *g = &groups[gi];
     int roots[3] = {0, g->size / 2, g->size - 1};
     for (int i = 0; i < 6; i++) check_broadcast(g, dts[i], i == 5 ? 0 : 2, s2, roots[i % 3]);
+    for (int root = 0; root < g->size; root += g->size > 1 ? g->size - 1 : 1)
+      check_broadcast(g, DIST_BF16, 2, s2, root);
   }
 }
 
@@ -386,30 +484,34 @@ static void test_reduce_loss(void) {
   }
 }
 
-/* A mixed list (every kind the fused call packs, a scalar and an empty tensor). */
-static void check_fused(const grp *g, dist_reduce_op op, int shared_grads) {
-  const dist_dtype dts[] = {DIST_F32, DIST_BF16, DIST_F64, DIST_I32, DIST_U8, DIST_F16, DIST_I64, DIST_C64, DIST_F32,
-                            DIST_C128, DIST_BF16};
-  const int64_t lens[] = {7, 5, 3, 4, 6, 2, 1, 3, 0, 2, -1}; /* 0: empty, -1: a scalar */
-  enum { N = 11 };
+/* A list of n tensors (lens[i] elements of dts[i]; 0: empty, -1: a scalar)
+ * reduced with op by all_reduce_fused, or by all_reduce_shared_grads (sum). */
+static void check_fused(const grp *g, dist_reduce_op op, int shared_grads, const dist_dtype *dts, const int64_t *lens,
+                        int count) {
+  enum { N = 16 };
   buf b[N];
-  dist_tensor ts[N];
+  dist_tensor ts[2][N];
   uint64_t seeds[N];
   int n = 0;
-  for (int i = 0; i < N; i++) {
+  for (int i = 0; i < count && n < N; i++) {
     if (is_complex(dts[i]) && (op == DIST_MAX || op == DIST_MIN)) continue;
     seeds[n] = ++seq;
     b[n] = make(dts[i], lens[i] < 0 ? 0 : 1, &lens[i], seeds[n], g->world[g->rank], op);
-    ts[n] = b[n].t;
     n++;
   }
   char what[160];
   snprintf(what, sizeof what, "%s %s of %d tensors over %s", shared_grads ? "all_reduce_shared_grads" : "all_reduce_fused",
            OP_NAME[op], n, gname(g));
-  dist_status s = shared_grads ? dist_all_reduce_shared_grads(g->name, ts, n) : dist_all_reduce_fused(g->name, ts, n, op);
-  int ok = CALL_OK(s, what);
+  int ok[2] = {0, 0};
+  for (int k = 0; k < PASSES; k++) {
+    for (int i = 0; i < n; i++) ts[k][i] = *T(&b[i], k);
+    dist_status s = shared_grads ? dist_all_reduce_shared_grads(g->name, ts[k], n)
+                                 : dist_all_reduce_fused(g->name, ts[k], n, op);
+    ok[k] = CALL_OK(s, pass_what(what, k));
+  }
   for (int i = 0; i < n; i++) {
-    if (ok) {
+    buf_fetch(&b[i]);
+    if (ok[0]) {
       cval *want = calloc((size_t)b[i].n + 1, sizeof *want);
       char w2[200];
       snprintf(w2, sizeof w2, "%s: tensor %d (%s)", what, i, DT_NAME[b[i].t.dtype]);
@@ -417,14 +519,23 @@ static void check_fused(const grp *g, dist_reduce_op op, int shared_grads) {
       EXPECT_CLOSE(b[i].t.dtype, b[i].mem, want, b[i].n, w2);
       free(want);
     }
-    free(b[i].mem);
+    TWIN_CLOSE(&b[i], ok);
+    buf_free(&b[i]);
   }
 }
 
+/* A mixed list (every kind the fused call packs, a scalar and an empty
+ * tensor) with every op and as shared gradients; then a list of 7 (two bf16). */
 static void test_fused(void) {
-  for (int gi = 0; gi < NGROUPS; gi++) {
-    for (int op = 0; op < DIST_REDUCE_OP_COUNT; op++) check_fused(&groups[gi], (dist_reduce_op)op, 0);
-    check_fused(&groups[gi], DIST_SUM, 1);
+  const dist_dtype dts[] = {DIST_F32, DIST_BF16, DIST_F64, DIST_I32, DIST_U8, DIST_F16, DIST_I64, DIST_C64, DIST_F32,
+                            DIST_C128, DIST_BF16};
+  const int64_t lens[] = {7, 5, 3, 4, 6, 2, 1, 3, 0, 2, -1};
+  const dist_dtype dts7[] = {DIST_F32, DIST_BF16, DIST_F64, DIST_I32, DIST_U8, DIST_C64, DIST_BF16};
+  const int64_t lens7[] = {7, 5, 3, 4, 6, 2, 9};
+  FOR_GROUPS(gi) {
+    for (int op = 0; op < DIST_REDUCE_OP_COUNT; op++) check_fused(&groups[gi], (dist_reduce_op)op, 0, dts, lens, 11);
+    check_fused(&groups[gi], DIST_SUM, 1, dts, lens, 11);
+    check_fused(&groups[gi], DIST_SUM, 0, dts7, lens7, 7);
   }
 }
 
@@ -445,17 +556,24 @@ static void check_gather(const grp *g, int kind, dist_dtype dt, int dim, const i
   shape3(dim, sizes[g->rank], shp);
   shape3(dim, total, oshp);
   buf in = make(dt, 3, shp, seed, g->world[g->rank], DIST_SUM), out = make_out(dt, 3, oshp);
-  void *want = calloc((size_t)out.n * DT_SIZE[dt] + 1, 1);
+  void *want = calloc(out.bytes + 1, 1);
   ref_concat(g, dt, dim, sizes, seed, want);
   int receives = kind != GATHER_V || g->rank == dst;
   const int64_t *sz = pass_null ? NULL : sizes;
-  dist_status s = kind == ALL_GATHER     ? dist_all_gather(g->name, &in.t, &out.t, dim)
-                  : kind == ALL_GATHER_V ? dist_all_gather_v(g->name, &in.t, &out.t, dim, sz)
-                                         : dist_gather_v(g->name, &in.t, receives ? &out.t : NULL, dim, sz, dst);
-  if (CALL_OK(s, what) && receives) EXPECT_BYTES(out.mem, want, (size_t)out.n * DT_SIZE[dt], what);
+  int ok[2] = {0, 0};
+  for (int k = 0; k < PASSES; k++) {
+    dist_tensor *ti = T(&in, k), *to = T(&out, k);
+    dist_status s = kind == ALL_GATHER     ? dist_all_gather(g->name, ti, to, dim)
+                    : kind == ALL_GATHER_V ? dist_all_gather_v(g->name, ti, to, dim, sz)
+                                           : dist_gather_v(g->name, ti, receives ? to : NULL, dim, sz, dst);
+    ok[k] = CALL_OK(s, pass_what(what, k));
+  }
+  buf_fetch(&out);
+  if (ok[0] && receives) EXPECT_BYTES(out.mem, want, out.bytes, what);
+  if (receives) TWIN_BYTES(&out, ok);
   free(want);
-  free(in.mem);
-  free(out.mem);
+  buf_free(&in);
+  buf_free(&out);
 }
 
 static void sizes_of(const grp *g, int p, int64_t *sizes) {
@@ -464,23 +582,30 @@ static void sizes_of(const grp *g, int p, int64_t *sizes) {
 
 static void test_all_gather(void) {
   const dist_dtype dts[] = {DIST_F32, DIST_BF16, DIST_I64, DIST_C64};
-  int64_t sizes[64];
-  for (int gi = 0; gi < NGROUPS; gi++) {
+  int64_t sizes[MAXW];
+  FOR_GROUPS(gi) {
     sizes_of(&groups[gi], 0, sizes);
     for (int dim = 0; dim < 3; dim++) check_gather(&groups[gi], ALL_GATHER, dts[(dim + gi) % 4], dim, sizes, 0, 0);
   }
 }
 
+/* Patterns 1-4 along every dim, f32 r+1 slices and bf16 0 or 2 slices along
+ * dim 1, and NULL sizes. */
 static void test_all_gather_v(void) {
   const dist_dtype dts[] = {DIST_F32, DIST_BF16, DIST_I64, DIST_U8, DIST_C128, DIST_F16};
-  int64_t sizes[64];
-  for (int gi = 0; gi < NGROUPS; gi++)
+  int64_t sizes[MAXW];
+  FOR_GROUPS(gi) {
     for (int p = 1; p <= 4; p++)
       for (int dim = 0; dim < 3; dim++) {
         sizes_of(&groups[gi], p, sizes);
         check_gather(&groups[gi], ALL_GATHER_V, dts[(p + dim) % 6], dim, sizes, 0, 0);
       }
-  for (int gi = 0; gi < NGROUPS; gi++) { /* NULL sizes: everyone's equals mine */
+    sizes_of(&groups[gi], 1, sizes);
+    check_gather(&groups[gi], ALL_GATHER_V, DIST_F32, 1, sizes, 0, 0);
+    sizes_of(&groups[gi], 5, sizes);
+    check_gather(&groups[gi], ALL_GATHER_V, DIST_BF16, 1, sizes, 0, 0);
+  }
+  FOR_GROUPS(gi) { /* NULL sizes: everyone's equals mine */
     sizes_of(&groups[gi], 0, sizes);
     check_gather(&groups[gi], ALL_GATHER_V, DIST_F64, 1, sizes, 1, 0);
   }
@@ -488,8 +613,8 @@ static void test_all_gather_v(void) {
 
 static void test_gather_v(void) {
   const dist_dtype dts[] = {DIST_F32, DIST_I32, DIST_BF16, DIST_C64};
-  int64_t sizes[64];
-  for (int gi = 0; gi < NGROUPS; gi++) {
+  int64_t sizes[MAXW];
+  FOR_GROUPS(gi) {
     const grp *g = &groups[gi];
     for (int p = 0; p <= 4; p++) {
       int dst = p % 2 ? g->size - 1 : g->size / 2;
@@ -512,20 +637,26 @@ static void check_scatter(const grp *g, dist_dtype dt, int dim, const int64_t *s
   shape3(dim, total, shp);
   shape3(dim, sizes[g->rank], oshp);
   buf in = make(dt, 3, shp, seed, g->world[src], DIST_SUM), out = make_out(dt, 3, oshp);
-  void *want = calloc((size_t)out.n * DT_SIZE[dt] + 1, 1);
+  void *want = calloc(out.bytes + 1, 1);
   copy_slices(want, sizes[g->rank], 0, in.mem, total, off, sizes[g->rank], outer3(dim),
               (size_t)inner3(dim) * DT_SIZE[dt]);
-  if (CALL_OK(dist_scatter_v(g->name, g->rank == src ? &in.t : NULL, &out.t, dim, pass_null ? NULL : sizes, src), what))
-    EXPECT_BYTES(out.mem, want, (size_t)out.n * DT_SIZE[dt], what);
+  int ok[2] = {0, 0};
+  for (int k = 0; k < PASSES; k++)
+    ok[k] = CALL_OK(dist_scatter_v(g->name, g->rank == src ? T(&in, k) : NULL, T(&out, k), dim,
+                                   pass_null ? NULL : sizes, src),
+                    pass_what(what, k));
+  buf_fetch(&out);
+  if (ok[0]) EXPECT_BYTES(out.mem, want, out.bytes, what);
+  TWIN_BYTES(&out, ok);
   free(want);
-  free(in.mem);
-  free(out.mem);
+  buf_free(&in);
+  buf_free(&out);
 }
 
 static void test_scatter_v(void) {
   const dist_dtype dts[] = {DIST_F64, DIST_BF16, DIST_I32, DIST_C64, DIST_U8};
-  int64_t sizes[64];
-  for (int gi = 0; gi < NGROUPS; gi++) {
+  int64_t sizes[MAXW];
+  FOR_GROUPS(gi) {
     const grp *g = &groups[gi];
     for (int p = 0; p <= 4; p++) {
       sizes_of(g, p, sizes);
@@ -551,24 +682,34 @@ static void check_reduce_scatter(const grp *g, dist_dtype dt, dist_reduce_op op,
   cval *full = calloc((size_t)in.n + 1, sizeof *full), *want = calloc((size_t)out.n + 1, sizeof *want);
   ref_reduce(g, dt, op, in.n, seed, full);
   copy_slices(want, sizes[g->rank], 0, full, total, off, sizes[g->rank], outer3(dim), (size_t)inner3(dim) * sizeof(cval));
-  if (CALL_OK(dist_reduce_scatter_v(g->name, &in.t, &out.t, dim, pass_null ? NULL : sizes, op), what))
-    EXPECT_CLOSE(dt, out.mem, want, out.n, what);
+  int ok[2] = {0, 0};
+  for (int k = 0; k < PASSES; k++)
+    ok[k] = CALL_OK(dist_reduce_scatter_v(g->name, T(&in, k), T(&out, k), dim, pass_null ? NULL : sizes, op),
+                    pass_what(what, k));
+  buf_fetch(&out);
+  if (ok[0]) EXPECT_CLOSE(dt, out.mem, want, out.n, what);
+  TWIN_CLOSE(&out, ok);
   free(full);
   free(want);
-  free(in.mem);
-  free(out.mem);
+  buf_free(&in);
+  buf_free(&out);
 }
 
+/* Six dtype/op pairs over patterns and dims, f32 sum and bf16 max with r+1
+ * slices along dim 1, and NULL sizes. */
 static void test_reduce_scatter_v(void) {
   const dist_dtype dts[] = {DIST_F32, DIST_BF16, DIST_I64, DIST_C64, DIST_F16, DIST_U8};
   const dist_reduce_op ops[] = {DIST_SUM, DIST_AVG, DIST_MAX, DIST_PROD, DIST_SUM, DIST_MIN};
-  int64_t sizes[64];
-  for (int gi = 0; gi < NGROUPS; gi++) {
+  int64_t sizes[MAXW];
+  FOR_GROUPS(gi) {
     const grp *g = &groups[gi];
     for (int i = 0; i < 6; i++) {
       sizes_of(g, i % 5, sizes);
       check_reduce_scatter(g, dts[i], ops[i], i % 3, sizes, 0);
     }
+    sizes_of(g, 1, sizes);
+    check_reduce_scatter(g, DIST_F32, DIST_SUM, 1, sizes, 0);
+    check_reduce_scatter(g, DIST_BF16, DIST_MAX, 1, sizes, 0);
     sizes_of(g, 0, sizes); /* NULL: equal chunks */
     check_reduce_scatter(g, DIST_F64, DIST_SUM, 1, sizes, 1);
   }
@@ -577,7 +718,7 @@ static void test_reduce_scatter_v(void) {
 /* all_to_all (k < 0) or all_to_all_v with pattern k. */
 static void check_all_to_all(const grp *g, dist_dtype dt, int dim, int k) {
   uint64_t seed = ++seq;
-  int64_t send[64], recv[64], in_ext = 0, out_ext = 0, shp[3], oshp[3];
+  int64_t send[MAXW], recv[MAXW], in_ext = 0, out_ext = 0, shp[3], oshp[3];
   for (int r = 0; r < g->size; r++) {
     send[r] = a2a_count(k, g->rank, r);
     recv[r] = a2a_count(k, r, g->rank);
@@ -589,22 +730,31 @@ static void check_all_to_all(const grp *g, dist_dtype dt, int dim, int k) {
   shape3(dim, in_ext, shp);
   shape3(dim, out_ext, oshp);
   buf in = make(dt, 3, shp, seed, g->world[g->rank], DIST_SUM), out = make_out(dt, 3, oshp);
-  void *want = calloc((size_t)out.n * DT_SIZE[dt] + 1, 1);
+  void *want = calloc(out.bytes + 1, 1);
   ref_a2a(g, dt, dim, k, seed, want);
-  dist_status s = k < 0 ? dist_all_to_all(g->name, &in.t, &out.t, dim)
-                        : dist_all_to_all_v(g->name, &in.t, &out.t, dim, send, recv);
-  if (CALL_OK(s, what)) EXPECT_BYTES(out.mem, want, (size_t)out.n * DT_SIZE[dt], what);
+  int ok[2] = {0, 0};
+  for (int p = 0; p < PASSES; p++) {
+    dist_status s = k < 0 ? dist_all_to_all(g->name, T(&in, p), T(&out, p), dim)
+                          : dist_all_to_all_v(g->name, T(&in, p), T(&out, p), dim, send, recv);
+    ok[p] = CALL_OK(s, pass_what(what, p));
+  }
+  buf_fetch(&out);
+  if (ok[0]) EXPECT_BYTES(out.mem, want, out.bytes, what);
+  TWIN_BYTES(&out, ok);
   free(want);
-  free(in.mem);
-  free(out.mem);
+  buf_free(&in);
+  buf_free(&out);
 }
 
+/* all_to_all along every dim; all_to_all_v patterns 0-3 along every dim, and
+ * patterns 0-2 in f32, c64 and f32 along dim 1. */
 static void test_all_to_all(void) {
   const dist_dtype dts[] = {DIST_F32, DIST_BF16, DIST_I64, DIST_C128, DIST_U8};
-  for (int gi = 0; gi < NGROUPS; gi++) {
+  FOR_GROUPS(gi) {
     for (int dim = 0; dim < 3; dim++) check_all_to_all(&groups[gi], dts[dim], dim, -1);
     for (int k = 0; k < 4; k++)
       for (int dim = 0; dim < 3; dim++) check_all_to_all(&groups[gi], dts[(k + dim) % 5], dim, k);
+    for (int k = 0; k < 3; k++) check_all_to_all(&groups[gi], k == 1 ? DIST_C64 : DIST_F32, 1, k);
   }
 }
 
@@ -643,13 +793,13 @@ static void test_barrier(void) {
 /* Five operations in flight at once, completed in another order than started
  * (the last first, one by polling), each checked against its reference. */
 static void test_nonblocking(void) {
-  for (int gi = 0; gi < NGROUPS; gi++) {
+  FOR_GROUPS(gi) {
     const grp *g = &groups[gi];
     int me = g->rank;
     uint64_t sa = ++seq, sb = ++seq, sc = ++seq, sd = ++seq, se = ++seq;
     /* A: f32 sum, D: c64 avg, E: u8 max (all-reduce); B: bf16 all_gather_v along
      * the middle dim (pattern 2); C: i64 all_to_all_v along the last dim. */
-    int64_t sa_shape[2] = {5, 3}, sd_shape[1] = {4}, se_shape[1] = {9}, bsizes[64], send[64], recv[64], bext = 0,
+    int64_t sa_shape[2] = {5, 3}, sd_shape[1] = {4}, se_shape[1] = {9}, bsizes[MAXW], send[MAXW], recv[MAXW], bext = 0,
             cin = 0, cout = 0, shp[3];
     buf a = make(DIST_F32, 2, sa_shape, sa, g->world[me], DIST_SUM);
     buf d = make(DIST_C64, 1, sd_shape, sd, g->world[me], DIST_AVG);
@@ -669,27 +819,38 @@ static void test_nonblocking(void) {
     shape3(2, cout, shp);
     buf c_out = make_out(DIST_I64, 3, shp);
 
-    dist_request *ra = NULL, *rb = NULL, *rc = NULL, *rd = NULL, *re = NULL;
-    int started = CALL_OK(dist_all_reduce_start(g->name, &a.t, DIST_SUM, &ra), "all_reduce_start f32 sum");
-    started &= CALL_OK(dist_all_gather_v_start(g->name, &bin.t, &bout.t, 1, bsizes, &rb), "all_gather_v_start bf16");
-    started &= CALL_OK(dist_all_to_all_v_start(g->name, &c_in.t, &c_out.t, 2, send, recv, &rc), "all_to_all_v_start i64");
-    started &= CALL_OK(dist_all_reduce_start(g->name, &d.t, DIST_AVG, &rd), "all_reduce_start c64 avg");
-    started &= CALL_OK(dist_all_reduce_start(g->name, &e.t, DIST_MAX, &re), "all_reduce_start u8 max");
-    if (started) {
-      CALL_OK(dist_request_wait(re), "wait E");
-      CALL_OK(dist_request_wait(rd), "wait D");
-      int done = 0;
-      for (double t0 = now(); !done && now() - t0 < 30;)
-        if (!CALL_OK(dist_request_test(rb, &done), "test B")) break;
-      CU_ASSERT_EQUAL(done, 1);
-      CALL_OK(dist_request_wait(rb), "wait B after test"); /* waiting a completed request is fine */
-      CALL_OK(dist_request_wait(ra), "wait A");
-      CALL_OK(dist_request_wait(rc), "wait C");
-      CALL_OK(dist_request_wait(rc), "wait C twice");
-      done = 0;
-      CALL_OK(dist_request_test(ra, &done), "test A after wait");
-      CU_ASSERT_EQUAL(done, 1);
-
+    int started[2] = {0, 0};
+    for (int k = 0; k < PASSES; k++) {
+      dist_request *ra = NULL, *rb = NULL, *rc = NULL, *rd = NULL, *re = NULL;
+      int s = CALL_OK(dist_all_reduce_start(g->name, T(&a, k), DIST_SUM, &ra),
+                      pass_what("all_reduce_start f32 sum", k));
+      s &= CALL_OK(dist_all_gather_v_start(g->name, T(&bin, k), T(&bout, k), 1, bsizes, &rb),
+                   "all_gather_v_start bf16");
+      s &= CALL_OK(dist_all_to_all_v_start(g->name, T(&c_in, k), T(&c_out, k), 2, send, recv, &rc),
+                   "all_to_all_v_start i64");
+      s &= CALL_OK(dist_all_reduce_start(g->name, T(&d, k), DIST_AVG, &rd), "all_reduce_start c64 avg");
+      s &= CALL_OK(dist_all_reduce_start(g->name, T(&e, k), DIST_MAX, &re), "all_reduce_start u8 max");
+      if (s) {
+        CALL_OK(dist_request_wait(re), "wait E");
+        CALL_OK(dist_request_wait(rd), "wait D");
+        int done = 0;
+        for (double t0 = now(); !done && now() - t0 < 30;)
+          if (!CALL_OK(dist_request_test(rb, &done), "test B")) break;
+        CU_ASSERT_EQUAL(done, 1);
+        CALL_OK(dist_request_wait(rb), "wait B after test"); /* waiting a completed request is fine */
+        CALL_OK(dist_request_wait(ra), "wait A");
+        CALL_OK(dist_request_wait(rc), "wait C");
+        CALL_OK(dist_request_wait(rc), "wait C twice");
+        done = 0;
+        CALL_OK(dist_request_test(ra, &done), "test A after wait");
+        CU_ASSERT_EQUAL(done, 1);
+      }
+      dist_request *reqs[5] = {ra, rb, rc, rd, re};
+      for (int i = 0; i < 5; i++) CALL_OK(dist_request_free(reqs[i]), "free a completed request");
+      started[k] = s;
+    }
+    buf_fetch(&a), buf_fetch(&d), buf_fetch(&e), buf_fetch(&bout), buf_fetch(&c_out);
+    if (started[0]) {
       cval *want = calloc(64, sizeof *want);
       ref_reduce(g, DIST_F32, DIST_SUM, a.n, sa, want);
       EXPECT_CLOSE(DIST_F32, a.mem, want, a.n, "non-blocking all_reduce f32 sum");
@@ -698,39 +859,74 @@ static void test_nonblocking(void) {
       ref_reduce(g, DIST_U8, DIST_MAX, e.n, se, want);
       EXPECT_CLOSE(DIST_U8, e.mem, want, e.n, "non-blocking all_reduce u8 max");
       free(want);
-      void *wb = calloc((size_t)bout.n * 2 + 1, 1), *wc = calloc((size_t)c_out.n * 8 + 1, 1);
+      void *wb = calloc(bout.bytes + 1, 1), *wc = calloc(c_out.bytes + 1, 1);
       ref_concat(g, DIST_BF16, 1, bsizes, sb, wb);
-      EXPECT_BYTES(bout.mem, wb, (size_t)bout.n * 2, "non-blocking all_gather_v bf16");
+      EXPECT_BYTES(bout.mem, wb, bout.bytes, "non-blocking all_gather_v bf16");
       ref_a2a(g, DIST_I64, 2, 1, sc, wc);
-      EXPECT_BYTES(c_out.mem, wc, (size_t)c_out.n * 8, "non-blocking all_to_all_v i64");
+      EXPECT_BYTES(c_out.mem, wc, c_out.bytes, "non-blocking all_to_all_v i64");
       free(wb);
       free(wc);
     }
-    dist_request *reqs[5] = {ra, rb, rc, rd, re};
-    for (int i = 0; i < 5; i++) CALL_OK(dist_request_free(reqs[i]), "free a completed request");
-    free(a.mem), free(d.mem), free(e.mem), free(bin.mem), free(bout.mem), free(c_in.mem), free(c_out.mem);
+    TWIN_CLOSE(&a, started), TWIN_CLOSE(&d, started), TWIN_CLOSE(&e, started);
+    TWIN_BYTES(&bout, started), TWIN_BYTES(&c_out, started);
+    buf_free(&a), buf_free(&d), buf_free(&e), buf_free(&bin), buf_free(&bout), buf_free(&c_in), buf_free(&c_out);
   }
+}
+
+/* One all_reduce_start at a time, waited and freed: f32 sum over each group,
+ * bf16 average over the world. */
+static void check_all_reduce_start(const grp *g, dist_dtype dt, dist_reduce_op op) {
+  uint64_t seed = ++seq;
+  int64_t shape[2] = {3, 5};
+  char what[160];
+  snprintf(what, sizeof what, "all_reduce_start %s %s over %s", DT_NAME[dt], OP_NAME[op], gname(g));
+  buf b = make(dt, 2, shape, seed, g->world[g->rank], op);
+  cval *want = calloc((size_t)b.n, sizeof *want);
+  ref_reduce(g, dt, op, b.n, seed, want);
+  int ok[2] = {0, 0};
+  for (int k = 0; k < PASSES; k++) {
+    dist_request *req = NULL;
+    ok[k] = CALL_OK(dist_all_reduce_start(g->name, T(&b, k), op, &req), pass_what(what, k));
+    if (ok[k]) ok[k] = CALL_OK(dist_request_wait(req), "wait");
+    if (req) CALL_OK(dist_request_free(req), "free");
+  }
+  buf_fetch(&b);
+  if (ok[0]) EXPECT_CLOSE(dt, b.mem, want, b.n, what);
+  TWIN_CLOSE(&b, ok);
+  free(want);
+  buf_free(&b);
+}
+
+static void test_start_wait(void) {
+  FOR_GROUPS(gi) check_all_reduce_start(&groups[gi], DIST_F32, DIST_SUM);
+  if (group_on[0]) check_all_reduce_start(&groups[0], DIST_BF16, DIST_AVG);
 }
 
 /* Freeing a request never waited is a usage error, but free completes it:
  * the result is final and correct afterwards. */
 static void test_free_in_flight(void) {
-  for (int gi = 0; gi < NGROUPS; gi++) {
+  FOR_GROUPS(gi) {
     const grp *g = &groups[gi];
     uint64_t seed = ++seq;
     int64_t shape[1] = {6};
     buf b = make(DIST_F64, 1, shape, seed, g->world[g->rank], DIST_SUM);
     cval want[6];
     ref_reduce(g, DIST_F64, DIST_SUM, 6, seed, want);
-    /* Ranks other than 0 start late, so rank 0's request is surely still in flight. */
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (R != 0) nanosleep(&(struct timespec){0, 20000000}, NULL);
-    dist_request *req = NULL;
-    if (CALL_OK(dist_all_reduce_start(g->name, &b.t, DIST_SUM, &req), "all_reduce_start f64")) {
-      ASSERT_STATUS(dist_request_free(req), DIST_ERR_INVALID_ARGUMENT);
-      EXPECT_CLOSE(DIST_F64, b.mem, want, 6, "all_reduce completed by dist_request_free");
+    int ok[2] = {0, 0};
+    for (int k = 0; k < PASSES; k++) {
+      /* Ranks other than 0 start late, so rank 0's request is surely still in flight. */
+      MPI_Barrier(MPI_COMM_WORLD);
+      if (R != 0) nanosleep(&(struct timespec){0, 20000000}, NULL);
+      dist_request *req = NULL;
+      if (CALL_OK(dist_all_reduce_start(g->name, T(&b, k), DIST_SUM, &req), pass_what("all_reduce_start f64", k))) {
+        ASSERT_STATUS(dist_request_free(req), DIST_ERR_INVALID_ARGUMENT);
+        ok[k] = 1;
+      }
     }
-    free(b.mem);
+    buf_fetch(&b);
+    if (ok[0]) EXPECT_CLOSE(DIST_F64, b.mem, want, 6, "all_reduce completed by dist_request_free");
+    TWIN_CLOSE(&b, ok);
+    buf_free(&b);
   }
   ASSERT_OK(dist_request_free(NULL));
 }
@@ -861,7 +1057,6 @@ static void test_errors_everywhere(void) {
 /* Only rank 1 differs: every rank must fail the same way; the others are told
  * which rank was at fault. */
 static void test_errors_one_rank(void) {
-  if (W < 2) return;
   float x[64] = {0}, y[256] = {0};
   int64_t s4[1] = {4}, s5[1] = {5}, s3[3] = {2, 3, 4}, big[3] = {2, 3 * W, 4};
   const dist_status INV = DIST_ERR_INVALID_ARGUMENT, MIS = DIST_ERR_MISMATCH;
@@ -911,35 +1106,40 @@ static void test_errors_one_rank(void) {
 
 /* Sizes that overflow (issue 18): shapes whose element or byte count does
  * not fit int64 (f32[2^40, 2^40] wrapped to 0 elements and "reduced"
- * successfully), and size arrays whose sum wraps ({8, INT64_MAX, INT64_MAX,
- * 10} adds up to 16). Every rank passes them (each rank's own check fails),
- * so every rank gets invalid argument with a message naming the argument and
- * saying it overflows. The data buffer is never read: every call must stop in
- * its checks. */
+ * successfully), and (test_errors_overflow_ranks, from 2 ranks) sums over
+ * the ranks that wrap ({8, INT64_MAX, INT64_MAX, 10} adds up to 16). Every
+ * rank passes them (each rank's own check fails), so every rank gets invalid
+ * argument with a message naming the argument and saying it overflows. The
+ * data buffer is never read: every call must stop in its checks. */
 static void test_errors_overflow(void) {
-  static uint8_t buf[256];
+  static uint8_t bytes[256];
   const dist_status INV = DIST_ERR_INVALID_ARGUMENT;
   const int64_t T40 = (int64_t)1 << 40;
 
-  dist_tensor huge = dist_tensor_host(buf, DIST_F32, 2, (int64_t[2]){T40, T40}); /* 2^80 elements */
+  dist_tensor huge = dist_tensor_host(bytes, DIST_F32, 2, (int64_t[2]){T40, T40}); /* 2^80 elements */
   EXPECT_ERR(dist_all_reduce(NULL, &huge, DIST_SUM), INV, NONE, "'t'", "overflow");
   EXPECT_ERR(dist_reduce(NULL, &huge, DIST_SUM, 0), INV, NONE, "'t'", "overflow");
   EXPECT_ERR(dist_broadcast(NULL, &huge, 0), INV, NONE, "'t'", "overflow");
-  dist_tensor fat = dist_tensor_host(buf, DIST_F64, 1, (int64_t[1]){(int64_t)1 << 61}); /* 2^64 bytes */
+  dist_tensor fat = dist_tensor_host(bytes, DIST_F64, 1, (int64_t[1]){(int64_t)1 << 61}); /* 2^64 bytes */
   EXPECT_ERR(dist_all_reduce(NULL, &fat, DIST_SUM), INV, NONE, "'t'", "overflow");
   /* bf16[2^62 - 1] fits in bytes, but not as the f32 it is reduced in */
-  dist_tensor half = dist_tensor_host(buf, DIST_BF16, 1, (int64_t[1]){((int64_t)1 << 62) - 1});
+  dist_tensor half = dist_tensor_host(bytes, DIST_BF16, 1, (int64_t[1]){((int64_t)1 << 62) - 1});
   EXPECT_ERR(dist_all_reduce(NULL, &half, DIST_SUM), INV, NONE, "'t'", "overflow");
-  dist_tensor small = dist_tensor_host(buf, DIST_F32, 2, (int64_t[2]){1, 1});
+  dist_tensor small = dist_tensor_host(bytes, DIST_F32, 2, (int64_t[2]){1, 1});
   dist_tensor list[2] = {small, huge};
   EXPECT_ERR(dist_all_reduce_fused(NULL, list, 2, DIST_SUM), INV, NONE, "tensors[1]", "overflow");
   EXPECT_ERR(dist_all_gather(NULL, &small, &huge, 1), INV, NONE, "'out'", "overflow");
   EXPECT_ERR(dist_all_to_all(NULL, &huge, &huge, 0), INV, NONE, "'in'", "overflow");
+}
 
-  if (W == 1) return; /* one rank: no product or sum over ranks to overflow */
+/* Sums over the ranks that overflow (from 2 ranks: one rank has no sum or
+ * product over ranks to overflow), as in test_errors_overflow. */
+static void test_errors_overflow_ranks(void) {
+  static uint8_t bytes[256];
+  const dist_status INV = DIST_ERR_INVALID_ARGUMENT;
   /* Equal extents whose sum over the ranks overflows. */
   int64_t e = INT64_MAX / W + 1;
-  dist_tensor part = dist_tensor_host(buf, DIST_U8, 1, &e), one = dist_tensor_host(buf, DIST_U8, 1, (int64_t[1]){1});
+  dist_tensor part = dist_tensor_host(bytes, DIST_U8, 1, &e), one = dist_tensor_host(bytes, DIST_U8, 1, (int64_t[1]){1});
   EXPECT_ERR(dist_all_gather(NULL, &part, &one, 0), INV, NONE, "'in'", "overflow");
   EXPECT_ERR(dist_gather_v(NULL, &part, &one, 0, NULL, 0), INV, NONE, "'in'", "overflow");
   EXPECT_ERR(dist_scatter_v(NULL, &one, &part, 0, NULL, 0), INV, NONE, "'out'", "overflow");
@@ -957,7 +1157,7 @@ static void test_errors_overflow(void) {
   }
   int64_t sum = (int64_t)wrapped > 0 ? (int64_t)wrapped : 1;
   int huge_mine = S[R] == INT64_MAX;
-  dist_tensor mine = dist_tensor_host(buf, DIST_U8, 1, &S[R]), whole = dist_tensor_host(buf, DIST_U8, 1, &sum);
+  dist_tensor mine = dist_tensor_host(bytes, DIST_U8, 1, &S[R]), whole = dist_tensor_host(bytes, DIST_U8, 1, &sum);
   EXPECT_ERR(dist_all_gather_v(NULL, &mine, &whole, 0, S), INV, NONE, huge_mine ? "'in'" : "sizes", "overflow");
   EXPECT_ERR(dist_gather_v(NULL, &mine, &whole, 0, S, 0), INV, NONE, huge_mine ? "'in'" : "sizes", "overflow");
   EXPECT_ERR(dist_scatter_v(NULL, &whole, &mine, 0, S, 0), INV, NONE, huge_mine ? "'out'" : "sizes", "overflow");
@@ -1007,33 +1207,10 @@ static void test_conversions(void) {
   CU_ASSERT_EQUAL(dist_tensor_nbytes(&t), 2 * 5 * 3 * 8);
 }
 
-static CU_TestInfo reduction_tests[] = {
-    {"all_reduce: dtypes x ops", test_all_reduce},
-    {"all_reduce: u8 average does not wrap", test_average_no_wrap},
-    {"all_reduce: large (non-blocking path)", test_all_reduce_large},
-    {"reduce: roots, non-roots unchanged", test_reduce},
-    {"all_reduce_fused and shared grads", test_fused},
-    {"reduce_loss", test_reduce_loss},
-    CU_TEST_INFO_NULL};
-static CU_TestInfo movement_tests[] = {
-    {"broadcast", test_broadcast},
-    {"all_gather", test_all_gather},
-    {"all_gather_v", test_all_gather_v},
-    {"gather_v", test_gather_v},
-    {"scatter_v", test_scatter_v},
-    {"reduce_scatter_v", test_reduce_scatter_v},
-    {"all_to_all(_v)", test_all_to_all},
-    {"barrier", test_barrier},
-    CU_TEST_INFO_NULL};
-static CU_TestInfo nonblocking_tests[] = {
-    {"several in flight, any order", test_nonblocking},
-    {"free in flight", test_free_in_flight},
-    CU_TEST_INFO_NULL};
 /* A check word no rank could have sent (what a rank outside the check round,
  * e.g. in a data all-reduce, contributes): an error on every rank, never a
  * status or rank decoded from garbage. */
 static void test_errors_malformed_word(void) {
-  if (W < 2) return;
   float x[4] = {0};
   dist_tensor t = dist_tensor_host(x, DIST_F32, 1, (int64_t[1]){4});
   if (R == 1) dist__fault_site = "round_word";
@@ -1051,47 +1228,246 @@ static void test_errors_fused_overflow(void) {
   EXPECT_ERR(dist_all_reduce_fused(NULL, ts, 17, DIST_SUM), DIST_ERR_INVALID_ARGUMENT, NONE, "u8", "overflow");
 }
 
-static CU_TestInfo error_tests[] = {
-    {"fused tensors whose total overflows", test_errors_fused_overflow},
-    {"same bad argument everywhere", test_errors_everywhere},
-    {"a malformed check word", test_errors_malformed_word},
-    {"one rank differs", test_errors_one_rank},
-    {"sizes that overflow", test_errors_overflow},
-    CU_TEST_INFO_NULL};
-static CU_TestInfo helper_tests[] = {{"16-bit conversions, dtype table", test_conversions}, CU_TEST_INFO_NULL};
+/* ---- engines and devices ----------------------------------------------------------- */
 
-static CU_SuiteInfo suites[] = {{"helpers", NULL, NULL, NULL, NULL, helper_tests},
-                                {"reductions", NULL, NULL, NULL, NULL, reduction_tests},
-                                {"data movement", NULL, NULL, NULL, NULL, movement_tests},
-                                {"non-blocking", NULL, NULL, NULL, NULL, nonblocking_tests},
-                                {"errors", NULL, NULL, NULL, NULL, error_tests},
-                                CU_SUITE_INFO_NULL};
+#if defined(COLL_DEVICE) && defined(HAVE_CUDA)
+static int DEV; /* my CUDA ordinal, from the manager */
 
+static void test_device(void) {
+  dist_device dev;
+  ASSERT_OK(dist_manager_device(&dev));
+  CU_ASSERT_EQUAL(dev.kind, DIST_DEVICE_CUDA); /* a device is visible: the manager must pick it */
+  int current = -1;
+  CUDA_CHECK(cudaGetDevice(&current));
+  CU_ASSERT_EQUAL(current, DEV);
+}
 
-int main(void) {
-  dist_status s = dist_manager_initialize();
-  if (s != DIST_SUCCESS) {
-    fprintf(stderr, "initialize: %s (%s)\n", dist_status_string(s), dist_last_error());
+/* Does some pair of ranks of group g drive one GPU? From the devices' UUIDs,
+ * gathered here over MPI (independently of the manager's own table). */
+static int group_shares_gpu(const grp *g) {
+  struct cudaDeviceProp p;
+  memset(&p, 0, sizeof p);
+  CUDA_CHECK(cudaGetDeviceProperties(&p, DEV));
+  char *all = malloc(sizeof p.uuid.bytes * (size_t)W);
+  MPI_Allgather(p.uuid.bytes, (int)sizeof p.uuid.bytes, MPI_BYTE, all, (int)sizeof p.uuid.bytes, MPI_BYTE,
+                MPI_COMM_WORLD);
+  int shared = 0;
+  for (int i = 0; i < g->size; i++)
+    for (int j = i + 1; j < g->size; j++)
+      shared |= !memcmp(all + g->world[i] * sizeof p.uuid.bytes, all + g->world[j] * sizeof p.uuid.bytes,
+                        sizeof p.uuid.bytes);
+  free(all);
+  return shared;
+}
+#endif
+
+/* The engine of each group's collectives in MEM. Host memory: MPI. Device
+ * memory: NCCL unless the group has two ranks on one GPU (NCCL refuses them:
+ * staged, or an error when NCCL is forced) or DIST_CUDA_BACKEND=staged; the
+ * host engine is still MPI. Then the errors of the query itself. */
+static void test_backend_choice(void) {
+  const char *name = NULL;
+#if defined(COLL_DEVICE) && defined(HAVE_CUDA)
+  const char *env = getenv("DIST_CUDA_BACKEND");
+  for (int k = 0; k < NGROUPS; k++) {
+    int shared = group_shares_gpu(&groups[k]);
+    name = NULL;
+    dist_status s = dist_coll_backend(groups[k].name, DIST_MEM_CUDA, &name);
+    if (env && !strcmp(env, "nccl") && shared) {
+      CU_ASSERT_EQUAL(s, DIST_ERR_UNSUPPORTED);
+      CU_ASSERT_PTR_NOT_NULL(strstr(dist_last_error(), "drive the same GPU"));
+      continue;
+    }
+    ASSERT_OK(s);
+#ifdef HAVE_NCCL
+    const char *want = shared || (env && !strcmp(env, "staged")) ? "staged" : "nccl";
+#else
+    const char *want = "staged";
+#endif
+    CU_ASSERT_PTR_NOT_NULL_FATAL(name);
+    CU_ASSERT_STRING_EQUAL(name, want);
+    if (R == 0) printf("  (group '%s' of %d: device collectives on %s)\n", gname(&groups[k]), groups[k].size, name);
+  }
+#endif
+  for (int k = 0; k < NGROUPS; k++) {
+    name = NULL;
+    ASSERT_OK(dist_coll_backend(groups[k].name, DIST_MEM_HOST, &name));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(name);
+    CU_ASSERT_STRING_EQUAL(name, "mpi");
+  }
+  CU_ASSERT_EQUAL(dist_coll_backend("no such group", MEM->space, &name), DIST_ERR_UNKNOWN_GROUP);
+  CU_ASSERT_EQUAL(dist_coll_backend(NULL, (dist_memory)7, &name), DIST_ERR_INVALID_ARGUMENT);
+  CU_ASSERT_EQUAL(dist_coll_backend(NULL, MEM->space, NULL), DIST_ERR_INVALID_ARGUMENT);
+}
+
+/* ---- the cases ------------------------------------------------------------------ */
+
+enum { HOST = 1, DEVICE = 2, BOTH = 3 }; /* the memory a case runs in */
+#ifdef COLL_DEVICE
+#define HERE DEVICE
+#else
+#define HERE HOST
+#endif
+
+/* Every case once, in suite order, with the rank counts it applies at
+ * (min..max) and the memory it runs in. Cases without tensors, and the
+ * bad-input cases (host tensors, MPI comparisons of the outcome), run in
+ * host memory only. Makefile.am runs both programs at 1, 2, 3 and 4 ranks
+ * (tests/rank_counts.sh checks that every case runs at one of them). */
+typedef struct {
+  const char *suite, *name;
+  CU_TestFunc run;
+  int min_ranks, max_ranks;
+  int memory;
+} coll_case;
+
+static const coll_case CASES[] = {
+    /* suite          case                                                function            ranks     memory */
+    {"helpers",       "16-bit conversions, dtype table",                  test_conversions,          1, MAXW, HOST},
+    {"engines",       "backend choice (GPUs shared by ranks go staged)",  test_backend_choice,       1, MAXW, BOTH},
+#if defined(COLL_DEVICE) && defined(HAVE_CUDA)
+    {"engines",       "device selection",                                 test_device,               1, MAXW, DEVICE},
+#endif
+    {"reductions",    "all_reduce: dtypes x ops",                         test_all_reduce,           1, MAXW, BOTH},
+    {"reductions",    "all_reduce: u8 average does not wrap",             test_average_no_wrap,      1, MAXW, BOTH},
+    {"reductions",    "all_reduce: large (non-blocking path on the host)", test_all_reduce_large,    1, MAXW, BOTH},
+    {"reductions",    "reduce: roots, non-roots unchanged",               test_reduce,               1, MAXW, BOTH},
+    {"reductions",    "all_reduce_fused and shared grads",                test_fused,                1, MAXW, BOTH},
+    {"reductions",    "reduce_loss",                                      test_reduce_loss,          1, MAXW, HOST},
+    {"data movement", "broadcast",                                        test_broadcast,            1, MAXW, BOTH},
+    {"data movement", "all_gather",                                       test_all_gather,           1, MAXW, BOTH},
+    {"data movement", "all_gather_v",                                     test_all_gather_v,         1, MAXW, BOTH},
+    {"data movement", "gather_v",                                         test_gather_v,             1, MAXW, BOTH},
+    {"data movement", "scatter_v",                                        test_scatter_v,            1, MAXW, BOTH},
+    {"data movement", "reduce_scatter_v",                                 test_reduce_scatter_v,     1, MAXW, BOTH},
+    {"data movement", "all_to_all(_v)",                                   test_all_to_all,           1, MAXW, BOTH},
+    {"data movement", "barrier",                                          test_barrier,              1, MAXW, HOST},
+    {"non-blocking",  "several in flight, any order",                     test_nonblocking,          1, MAXW, BOTH},
+    {"non-blocking",  "all_reduce_start + wait",                          test_start_wait,           1, MAXW, BOTH},
+    {"non-blocking",  "free in flight",                                   test_free_in_flight,       1, MAXW, BOTH},
+    {"errors",        "fused tensors whose total overflows",              test_errors_fused_overflow, 1, MAXW, HOST},
+    {"errors",        "same bad argument everywhere",                     test_errors_everywhere,    1, MAXW, HOST},
+    {"errors",        "a malformed check word",                           test_errors_malformed_word, 2, MAXW, HOST},
+    {"errors",        "one rank differs",                                 test_errors_one_rank,      2, MAXW, HOST},
+    {"errors",        "sizes that overflow",                              test_errors_overflow,      1, MAXW, HOST},
+    {"errors",        "sums over the ranks that overflow",                test_errors_overflow_ranks, 2, MAXW, HOST},
+};
+#define NCASES ((int)(sizeof CASES / sizeof CASES[0]))
+
+static CU_TestInfo picked[2 * NCASES + 1]; /* the cases that apply, each suite's list ended by a NULL entry */
+static CU_SuiteInfo suites[NCASES + 1];
+
+/* NULL when case c applies to this run, else why not. */
+static const char *not_here(const coll_case *c) {
+  static char why[96];
+  if (!(c->memory & HERE)) return c->memory == HOST ? "host memory only" : "device memory only";
+  if (W >= c->min_ranks && W <= c->max_ranks) return NULL;
+  snprintf(why, sizeof why, "applies at %d to %d ranks, not at %d", c->min_ranks, c->max_ranks, W);
+  return why;
+}
+
+/* The CUnit suites of the cases that apply; rank 0 prints one line for each
+ * case that does not. */
+static void pick_cases(void) {
+  int ns = 0, nt = 0;
+  for (int i = 0; i < NCASES; i++) {
+    const coll_case *c = &CASES[i];
+    const char *why = not_here(c);
+    if (why) {
+      if (R == 0) printf("%s: not run: %s / %s: %s\n", PROGRAM, c->suite, c->name, why);
+      continue;
+    }
+    if (!ns || strcmp(suites[ns - 1].pName, c->suite)) {
+      if (ns) picked[nt++] = (CU_TestInfo)CU_TEST_INFO_NULL;
+      suites[ns++] = (CU_SuiteInfo){c->suite, NULL, NULL, NULL, NULL, &picked[nt]};
+    }
+    picked[nt++] = (CU_TestInfo){c->name, c->run};
+  }
+  if (ns) picked[nt++] = (CU_TestInfo)CU_TEST_INFO_NULL;
+  suites[ns] = (CU_SuiteInfo)CU_SUITE_INFO_NULL;
+}
+
+/* "--list": this program's cases, one line each: "ranks MIN MAX SUITE / CASE". */
+static int list_cases(void) {
+  for (int i = 0; i < NCASES; i++)
+    if (CASES[i].memory & HERE)
+      printf("ranks %d %d %s / %s\n", CASES[i].min_ranks, CASES[i].max_ranks, CASES[i].suite, CASES[i].name);
+  return 0;
+}
+
+/* ---- main ------------------------------------------------------------------------- */
+
+#if defined(COLL_DEVICE) && defined(HAVE_CUDA)
+/* Device runs: every rank sees a device (else every rank skips, the first
+ * without one saying why), makes the manager's current, and learns which
+ * groups the engine in force serves on every rank. A group it refuses
+ * (DIST_CUDA_BACKEND=nccl with two ranks on one GPU, or without NCCL) is left
+ * out of the cases with a line saying why; with none left, every rank skips.
+ * Collective over the world. */
+static int device_setup(void) {
+  const char *missing = cuda_missing();
+  int mine = missing != NULL, any = 0;
+  MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (any) return cunit_mpi_skip(missing); /* NULL where this rank has a device */
+  MEM = &coll_device;
+  dist_device dev = {DIST_DEVICE_CPU, 0};
+  dist_manager_device(&dev);
+  DEV = coll_device_ordinal = dev.kind == DIST_DEVICE_CUDA ? dev.index : 0; /* test_device flags a CPU choice */
+  int failed = 0;
+  cudaError_t e = cudaSetDevice(DEV);
+  if (e != cudaSuccess) {
+    fprintf(stderr, "[rank %d/%d] cudaSetDevice(%d): %s\n", R, W, DEV, cudaGetErrorString(e));
+    failed++;
+  }
+  static char refused[320]; /* the first refusal here: the reason to skip when every group is refused */
+  int served = 0;
+  for (int k = 0; k < NGROUPS; k++) {
+    const char *engine = NULL;
+    char why[320] = "";
+    int ok = dist_coll_backend(groups[k].name, DIST_MEM_CUDA, &engine) == DIST_SUCCESS, all = 0;
+    if (!ok) snprintf(why, sizeof why, "%s", dist_last_error());
+    if (!ok && !refused[0]) memcpy(refused, why, sizeof why);
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    group_on[k] = all;
+    served += all;
+    if (!all && R == 0)
+      printf("%s: group '%s' of %d rank(s) left out of the cases: %s\n", PROGRAM, gname(&groups[k]), groups[k].size,
+             ok ? "the engine refuses another copy of it" : why);
+  }
+  if (served || failed) return failed;
+  static char reason[400];
+  snprintf(reason, sizeof reason, "the device engine serves none of the test's groups: %s", refused[0] ? refused : "?");
+  return cunit_mpi_skip(reason);
+}
+#endif
+
+/* The pair group, every rank's view of both groups, and (device runs) the
+ * device; then the cases that apply. */
+static int setup(int round) {
+  (void)round;
+  if (W > MAXW) {
+    fprintf(stderr, "%s supports at most %d ranks\n", PROGRAM, MAXW);
     return 1;
   }
-  MPI_Comm_size(MPI_COMM_WORLD, &W);
-  MPI_Comm_rank(MPI_COMM_WORLD, &R);
-  /* A group other than the world: pairs (singletons at odd sizes). Collective over the world. */
   int failed = 0;
-  if ((s = dist_group_create_subgroup("pair", W % 2 == 0 ? 2 : 1, NULL)) != DIST_SUCCESS) {
+  /* A group other than the world: pairs (singletons at odd sizes). Collective over the world. */
+  if (dist_group_create_subgroup("pair", W % 2 == 0 ? 2 : 1, NULL) != DIST_SUCCESS) {
     fprintf(stderr, "create pair: %s\n", dist_last_error());
     failed++;
   }
   failed += group_info(NULL, &groups[0]) + group_info("pair", &groups[1]);
-  int any = 0; /* run the collectives on every rank or on none */
-  MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  char tag[64];
-  snprintf(tag, sizeof tag, "test_coll[rank %d/%d]", R, W);
-  if (!any) failed += cunit_run(suites, tag, R != 0);
-  if (dist_manager_finalize() != DIST_SUCCESS) failed++;
-  /* MPI is still up (distmgr finalizes it at exit): agree on the verdict. */
-  int total = 0;
-  MPI_Allreduce(&failed, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (R == 0) printf("test_coll: %d failure(s) over %d rank(s)\n", total, W);
-  return total != 0;
+#if defined(COLL_DEVICE) && defined(HAVE_CUDA)
+  int device = device_setup();
+  if (device == CUNIT_MPI_SKIP) return failed ? failed : device;
+  failed += device;
+#elif defined(COLL_DEVICE)
+  return failed ? failed : cunit_mpi_skip("built without CUDA");
+#endif
+  pick_cases();
+  return failed;
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--list")) return list_cases();
+  return cunit_mpi_run(&(cunit_mpi_test){PROGRAM, suites, .rank = &R, .size = &W, .setup = setup});
 }

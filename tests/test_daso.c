@@ -31,7 +31,7 @@
 
 #include "cuda_mem.h"
 #include "cuda_skip.h"
-#include "cunit_main.h"
+#include "cunit_mpi.h"
 #include "reducer/daso_internal.h" /* dist__daso_merge, dist__daso_pack: the arithmetic alone */
 #include "core/fault.h"         /* dist__fault_site: fail one pack on purpose */
 
@@ -1305,7 +1305,8 @@ static CU_SuiteInfo suites[] = {{"merge", NULL, NULL, NULL, NULL, merge_tests},
 static int ON_DEVICE; /* every rank sees a CUDA device */
 
 /* This round runs the device suite if every rank made the manager's device
- * current (a rank that could not is a failure). Returns the failures. */
+ * current. Returns the failures: a rank that could not fails the round's
+ * setup, and then no rank runs the suites. */
 static int device_round(void) {
   static const CU_SuiteInfo device_suite = {"device memory", NULL, NULL, NULL, host_again, device_tests};
   int ok = !ON_DEVICE || cuda_use_manager_device(&DEV), all = 0;
@@ -1332,6 +1333,38 @@ static int read_layout(void) {
   return 0;
 }
 
+static int RPNS[3], NROUNDS; /* each round's DIST_RANKS_PER_NODE (0: as launched) */
+
+static int before_round(int round) {
+  char v[16];
+  RPN = RPNS[round];
+  if (RPN > 0) {
+    snprintf(v, sizeof v, "%d", RPN);
+    setenv("DIST_RANKS_PER_NODE", v, 1);
+  }
+  return 0;
+}
+
+static int setup_round(int round) {
+  int failed = 0;
+#ifdef HAVE_CUDA
+  failed += device_round();
+#endif
+  if (read_layout()) {
+    fprintf(stderr, "layout queries failed\n");
+    return failed + 1;
+  }
+  if (R == 0) printf("test_daso round %d: %d node(s) x %d%s\n", round, N, L, UNEVEN ? ", uneven" : "");
+  return failed;
+}
+
+static int after_round(int round) {
+  (void)round;
+  free(NODE_OF);
+  NODE_OF = NULL;
+  return 0;
+}
+
 int main(void) {
   MPI_Init(NULL, NULL); /* the round list needs W before the manager starts */
   MPI_Comm_size(MPI_COMM_WORLD, &W);
@@ -1346,44 +1379,13 @@ int main(void) {
   /* Layouts: as launched (real nodes: one on a single machine, or the
    * launcher's DIST_RANKS_PER_NODE), then, unless the launcher chose, one
    * rank per node and (odd sizes) uneven nodes of 2. */
-  int rpn[3], nrounds = 0;
-  rpn[nrounds++] = 0; /* first, while the variable is still as launched */
+  RPNS[NROUNDS++] = 0; /* first, while the variable is still as launched */
   if (!getenv("DIST_RANKS_PER_NODE")) {
-    if (W > 1) rpn[nrounds++] = 1;
-    if (W % 2 == 1 && W > 1) rpn[nrounds++] = 2;
+    if (W > 1) RPNS[NROUNDS++] = 1;
+    if (W % 2 == 1 && W > 1) RPNS[NROUNDS++] = 2;
   }
-  int failed = 0;
-  for (int i = 0; i < nrounds; i++) {
-    char v[16];
-    RPN = rpn[i];
-    if (rpn[i] > 0) {
-      snprintf(v, sizeof v, "%d", rpn[i]);
-      setenv("DIST_RANKS_PER_NODE", v, 1);
-    }
-    dist_status s = dist_manager_initialize();
-    if (s != DIST_SUCCESS) {
-      fprintf(stderr, "initialize: %s (%s)\n", dist_status_string(s), dist_last_error());
-      failed++;
-      break;
-    }
-#ifdef HAVE_CUDA
-    failed += device_round();
-#endif
-    if (read_layout()) {
-      fprintf(stderr, "layout queries failed\n");
-      failed++;
-    } else {
-      char tag[96];
-      snprintf(tag, sizeof tag, "test_daso[rank %d/%d, %d node(s) x %d%s]", R, W, N, L, UNEVEN ? ", uneven" : "");
-      failed += cunit_run(suites, tag, R != 0);
-    }
-    free(NODE_OF);
-    NODE_OF = NULL;
-    if (dist_manager_finalize() != DIST_SUCCESS) failed++;
-  }
-  int total = 0;
-  MPI_Allreduce(&failed, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (R == 0) printf("test_daso: %d failure(s) over %d rank(s)\n", total, W);
-  MPI_Finalize();
-  return total != 0;
+  int status = cunit_mpi_run(&(cunit_mpi_test){"test_daso", suites, .rounds = NROUNDS, .before = before_round,
+                                               .setup = setup_round, .after = after_round});
+  MPI_Finalize(); /* this program initialized MPI: distmgr adopted it */
+  return status;
 }

@@ -1242,4 +1242,6 @@ static CU_SuiteInfo suites[] = {{"params", NULL, NULL, NULL, NULL, param_tests},
                                 {"ddp", NULL, NULL, NULL, NULL, ddp_tests},
                                 CU_SUITE_INFO_NULL};
 
-int main(void) { return cuda_cases_main(suites, "test_ddp", &R, &W); }
+int main(void) {
+  return cunit_mpi_run(&(cunit_mpi_test){"test_ddp", suites, .rank = &R, .size = &W, .setup = cuda_cases_setup});
+}

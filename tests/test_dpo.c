@@ -796,4 +796,6 @@ static CU_SuiteInfo suites[] = {{"non-blocking == blocking", NULL, NULL, NULL, N
                                 {"errors and bookkeeping", NULL, NULL, NULL, NULL, error_tests},
                                 CU_SUITE_INFO_NULL};
 
-int main(void) { return cuda_cases_main(suites, "test_dpo", &R, &W); }
+int main(void) {
+  return cunit_mpi_run(&(cunit_mpi_test){"test_dpo", suites, .rank = &R, .size = &W, .setup = cuda_cases_setup});
+}

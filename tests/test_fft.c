@@ -27,7 +27,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "cunit_main.h"
+#include "cunit_mpi.h"
 #include "fft_ref.h"
 #include "coll_values.h" /* grp/group_info, dtype names, is_complex, seeded unit() */
 
@@ -1297,20 +1297,14 @@ static CU_SuiteInfo suites[] = {{"fft vs serial", NULL, NULL, NULL, NULL, serial
                                 {"fft errors", NULL, NULL, NULL, NULL, error_tests},
                                 CU_SUITE_INFO_NULL};
 
-int main(void) {
-  dist_status s = dist_manager_initialize();
-  if (s != DIST_SUCCESS) {
-    fprintf(stderr, "initialize: %s (%s)\n", dist_status_string(s), dist_last_error());
-    return 1;
-  }
-  MPI_Comm_size(MPI_COMM_WORLD, &W);
-  MPI_Comm_rank(MPI_COMM_WORLD, &R);
+/* The groups the tests plan on (creation is collective over the world). */
+static int setup(int round) {
+  (void)round;
   if (W > MAXW) {
     fprintf(stderr, "test_fft supports at most %d ranks\n", MAXW);
     return 1;
   }
-  /* The groups the tests plan on (creation is collective over the world). */
-  int evens[MAXW], ne = 0, r0 = 0, failed = 0;
+  int evens[MAXW], ne = 0, r0 = 0;
   for (int r = 0; r < W; r += 2) evens[ne++] = r;
   const int mesh[2] = {-1, W % 2 == 0 ? 2 : 1};
   const char *const mesh_names[2] = {"fft_mesh_a", "fft_mesh_b"};
@@ -1319,16 +1313,10 @@ int main(void) {
       dist_group_create_ranks("fft_r0", 1, &r0) != DIST_SUCCESS ||
       dist_group_create_mesh(NULL, 2, mesh, mesh_names) != DIST_SUCCESS) {
     fprintf(stderr, "[rank %d/%d] creating the test groups: %s\n", R, W, dist_last_error());
-    failed++;
+    return 1;
   }
   (void)is_int; /* the one helper of coll_values.h this file has no use for */
-  char tag[64];
-  snprintf(tag, sizeof tag, "test_fft[rank %d/%d]", R, W);
-  if (!failed) failed += cunit_run(suites, tag, R != 0);
-  if (dist_manager_finalize() != DIST_SUCCESS) failed++;
-  /* MPI is still up (distmgr finalizes it at exit): agree on the verdict. */
-  int total = 0;
-  MPI_Allreduce(&failed, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (R == 0) printf("test_fft: %d failure(s) over %d rank(s)\n", total, W);
-  return total != 0;
+  return 0;
 }
+
+int main(void) { return cunit_mpi_run(&(cunit_mpi_test){"test_fft", suites, .rank = &R, .size = &W, .setup = setup}); }

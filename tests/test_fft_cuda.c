@@ -21,17 +21,11 @@
 #include <mpi.h>
 #include <stdio.h>
 
+#include "cuda_skip.h" /* cunit_mpi.h */
+
 #if !defined(HAVE_CUDA) || !defined(HAVE_CUFFT)
 
-int main(void) {
-  int rank = 0;
-  if (dist_manager_initialize() == DIST_SUCCESS) {
-    dist_manager_rank(&rank);
-    dist_manager_finalize();
-  }
-  if (rank == 0) printf("SKIP: no CUDA device (built without CUDA or cuFFT)\n");
-  return 77;
-}
+int main(void) { return cuda_skip_build("test_fft_cuda", "no CUDA device (built without CUDA or cuFFT)"); }
 
 #else /* HAVE_CUDA && HAVE_CUFFT */
 
@@ -44,8 +38,6 @@ int main(void) {
 #include <stdlib.h>
 #include <string.h>
 
-#include "cunit_main.h"
-#include "cuda_skip.h"
 #include "fft_ref.h"
 #include "coll_values.h" /* dtype names and sizes, is_complex, seeded unit() */
 
@@ -484,18 +476,11 @@ static CU_TestInfo cuda_tests[] = {
 
 static CU_SuiteInfo suites[] = {{"cuda fft", NULL, NULL, NULL, NULL, cuda_tests}, CU_SUITE_INFO_NULL};
 
-int main(void) {
-  dist_status s = dist_manager_initialize();
-  if (s != DIST_SUCCESS) {
-    fprintf(stderr, "initialize: %s (%s)\n", dist_status_string(s), dist_last_error());
-    return 1;
-  }
-  MPI_Comm_size(MPI_COMM_WORLD, &W);
-  MPI_Comm_rank(MPI_COMM_WORLD, &R);
-  if (cuda_skip_everywhere(R)) {
-    dist_manager_finalize();
-    return 77;
-  }
+/* Every rank sees a device (else all skip) and makes the manager's current. */
+static int setup(int round) {
+  (void)round;
+  const char *why = cuda_missing();
+  if (why) return cunit_mpi_skip(why);
   if (W > MAXW) {
     fprintf(stderr, "test_fft_cuda supports at most %d ranks\n", MAXW);
     return 1;
@@ -503,22 +488,14 @@ int main(void) {
   dist_device dev = {DIST_DEVICE_CPU, 0};
   dist_manager_device(&dev);
   DEV = dev.kind == DIST_DEVICE_CUDA ? dev.index : 0; /* test_device flags a CPU choice */
-  int failed = 0;
   if (cudaSetDevice(DEV) != cudaSuccess) {
     fprintf(stderr, "[rank %d/%d] cudaSetDevice(%d) failed\n", R, W, DEV);
-    failed++;
+    return 1;
   }
-  int any = 0;
-  MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   (void)is_int, (void)gname, (void)group_info; /* coll_values.h helpers this file has no use for */
-  char tag[64];
-  snprintf(tag, sizeof tag, "test_fft_cuda[rank %d/%d]", R, W);
-  if (!any) failed += cunit_run(suites, tag, R != 0);
-  if (dist_manager_finalize() != DIST_SUCCESS) failed++;
-  int total = 0;
-  MPI_Allreduce(&failed, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (R == 0) printf("test_fft_cuda: %d failure(s) over %d rank(s)\n", total, W);
-  return total != 0;
+  return 0;
 }
+
+int main(void) { return cunit_mpi_run(&(cunit_mpi_test){"test_fft_cuda", suites, .rank = &R, .size = &W, .setup = setup}); }
 
 #endif /* HAVE_CUDA && HAVE_CUFFT */

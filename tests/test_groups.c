@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cunit_main.h"
+#include "cunit_mpi.h"
 
 static int W, R; /* world size and rank from MPI itself */
 
@@ -329,29 +329,23 @@ static int check_uninitialized(int after_finalize) {
   return bad;
 }
 
+/* Two rounds: real nodes, then finalize, then again with simulated nodes of
+ * 2 ranks (initialize must work again after finalize). Queries fail before
+ * the first initialize and after each finalize. */
+static int before_round(int round) {
+  int bad = 0;
+  if (round == 0 && (bad = check_uninitialized(0)))
+    fprintf(stderr, "queries before initialize did not fail as they should\n");
+  if (round == 1) setenv("DIST_RANKS_PER_NODE", "2", 1);
+  return bad;
+}
+
+static int after_round(int round) {
+  (void)round;
+  return check_uninitialized(1);
+}
+
 int main(void) {
-  int failed = check_uninitialized(0);
-  if (failed) fprintf(stderr, "queries before initialize did not fail as they should\n");
-  /* Two rounds: real nodes, then finalize, then again with simulated nodes of
-   * 2 ranks (initialize must work again after finalize). */
-  for (int round = 0; round < 2; round++) {
-    if (round == 1) setenv("DIST_RANKS_PER_NODE", "2", 1);
-    dist_status s = dist_manager_initialize();
-    if (s != DIST_SUCCESS) {
-      fprintf(stderr, "initialize: %s (%s)\n", dist_status_string(s), dist_last_error());
-      return 1;
-    }
-    MPI_Comm_size(MPI_COMM_WORLD, &W);
-    MPI_Comm_rank(MPI_COMM_WORLD, &R);
-    char tag[64];
-    snprintf(tag, sizeof tag, "test_groups[round %d, rank %d/%d]", round, R, W);
-    failed += cunit_run(suites, tag, R != 0);
-    if (dist_manager_finalize() != DIST_SUCCESS) failed++;
-    failed += check_uninitialized(1);
-  }
-  /* MPI is still up (distmgr finalizes it at exit): agree on the verdict. */
-  int total = 0;
-  MPI_Allreduce(&failed, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (R == 0) printf("test_groups: %d failure(s) over %d rank(s)\n", total, W);
-  return total != 0;
+  return cunit_mpi_run(&(cunit_mpi_test){"test_groups", suites, .rank = &R, .size = &W, .rounds = 2,
+                                         .before = before_round, .after = after_round});
 }

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cunit_main.h"
+#include "cunit_mpi.h"
 
 #define MAXW 64
 #define REPLICATED 0 /* the stream of replicated data; rank s uses s + 1 */
@@ -990,25 +990,11 @@ static CU_SuiteInfo suites[] = {{"adjoint", NULL, NULL, NULL, NULL, adjoint_test
                                 {"errors", NULL, NULL, NULL, NULL, error_tests},
                                 CU_SUITE_INFO_NULL};
 
-int main(void) {
-  dist_status s = dist_manager_initialize();
-  if (s != DIST_SUCCESS) {
-    fprintf(stderr, "initialize: %s (%s)\n", dist_status_string(s), dist_last_error());
-    return 1;
-  }
-  MPI_Comm_size(MPI_COMM_WORLD, &W);
-  MPI_Comm_rank(MPI_COMM_WORLD, &R);
-  if (W > MAXW) {
-    fprintf(stderr, "test_mappings supports at most %d ranks\n", MAXW);
-    return 1;
-  }
-  char tag[64];
-  snprintf(tag, sizeof tag, "test_mappings[rank %d/%d]", R, W);
-  int failed = cunit_run(suites, tag, R != 0);
-  if (dist_manager_finalize() != DIST_SUCCESS) failed++;
-  /* MPI is still up (distmgr finalizes it at exit): agree on the verdict. */
-  int total = 0;
-  MPI_Allreduce(&failed, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (R == 0) printf("test_mappings: %d failure(s) over %d rank(s)\n", total, W);
-  return total != 0;
+static int setup(int round) {
+  (void)round;
+  if (W <= MAXW) return 0;
+  fprintf(stderr, "test_mappings supports at most %d ranks\n", MAXW);
+  return 1;
 }
+
+int main(void) { return cunit_mpi_run(&(cunit_mpi_test){"test_mappings", suites, .rank = &R, .size = &W, .setup = setup}); }

@@ -24,7 +24,7 @@
 
 #ifndef HAVE_CUDA
 
-int main(void) { return cuda_skip_build("built without CUDA (no staged backend)"); }
+int main(void) { return cuda_skip_build("test_staged", "built without CUDA (no staged backend)"); }
 
 #else /* HAVE_CUDA */
 

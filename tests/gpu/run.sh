@@ -5,7 +5,8 @@
 #   run.sh DIR exec CMD...        any command in the prepared environment
 # Installs the packed sysroot without replacing any file the machine has, finds
 # NCCL and cuFFT, and sets LAUNCHER. Multi-rank device collectives share the one
-# GPU, which NCCL refuses: DIST_CUDA_BACKEND picks the backend as in any run.
+# GPU, which NCCL refuses: DIST_CUDA_BACKEND picks the backend as in any run
+# (test names ending -staged or -nccl set it: tests/mpi-launch.sh).
 # Writes logs under $OUT (or DIR/out) and prints one line per test.
 set -u
 dir=$(cd "$1" && pwd); mode=$2; shift 2
