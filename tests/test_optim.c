@@ -296,8 +296,28 @@ static void run_case(ocase cv, int steps) {
   fx_free(&f);
 }
 
-#define SGD(...) ((dist_sgd_options){__VA_ARGS__})
-#define ADAM(...) ((dist_adam_options){__VA_ARGS__})
+#define SGD(lr_, momentum_, dampening_, weight_decay_, nesterov_, maximize_) \
+  ((dist_sgd_options){                                                        \
+      .struct_size = sizeof(dist_sgd_options),                                \
+      .lr = (lr_),                                                            \
+      .momentum = (momentum_),                                                \
+      .dampening = (dampening_),                                              \
+      .weight_decay = (weight_decay_),                                        \
+      .nesterov = (nesterov_),                                                \
+      .maximize = (maximize_),                                                \
+  })
+#define ADAM(lr_, beta1_, beta2_, eps_, weight_decay_, decoupled_, amsgrad_, maximize_) \
+  ((dist_adam_options){                                                                  \
+      .struct_size = sizeof(dist_adam_options),                                          \
+      .lr = (lr_),                                                                       \
+      .beta1 = (beta1_),                                                                 \
+      .beta2 = (beta2_),                                                                 \
+      .eps = (eps_),                                                                     \
+      .weight_decay = (weight_decay_),                                                   \
+      .decoupled = (decoupled_),                                                         \
+      .amsgrad = (amsgrad_),                                                             \
+      .maximize = (maximize_),                                                           \
+  })
 /* lr, momentum, dampening, weight_decay, nesterov, maximize */
 static void test_sgd_plain(void) { run_case(S("sgd plain", SGD(0.1, 0, 0, 0, 0, 0)), 4); }
 static void test_sgd_momentum(void) { run_case(S("sgd momentum+dampening", SGD(0.05, 0.9, 0.3, 0, 0, 0)), 5); }
