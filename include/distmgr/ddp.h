@@ -102,7 +102,7 @@ typedef struct dist_ddp_options {
    * earlier dist_ddp_bucket_info `params` pointers are freed (a hook keeping
    * per-bucket state must allow for it); with grad_as_bucket_view the
    * gradients move to their new slots, values kept: re-read
-   * dist_params_grad after that finalize. 0 (also a zeroed struct): never. */
+   * dist_params_grad after that finalize. 0: never. */
   int rebuild_buckets;
 } dist_ddp_options;
 #define DIST_DDP_OPTIONS_INIT                 \
