@@ -190,10 +190,16 @@ static void describe(const dist__sig *s, char *buf, size_t n) {
              layouts[s->root & 1], norms[(s->aux / 2) % 3], s->aux & 1, s->memory ? "cuda" : "host");
 }
 
+static const dist_fft_options fft_defaults = DIST_FFT_OPTIONS_INIT;
+static const dist__options_kind fft_options_kind =
+    DIST__OPTIONS_KIND(dist_fft_options, "DIST_FFT_OPTIONS_INIT", group, &fft_defaults);
+
 dist_status dist_fft_plan_create(dist_fft_plan **plan, dist_fft_type type, dist_dtype precision, dist_memory memory,
                                  int ndim, const int64_t *shape, int fft_rank, const dist_fft_options *opt) {
-  dist_fft_options defaults = DIST_FFT_OPTIONS_INIT;
-  const dist_fft_options *o = opt ? opt : &defaults;
+  dist_fft_options full;
+  /* The group is named inside the struct: an unreadable one fails here, before any collective. */
+  DIST_CHECK(dist__options_copy(&fft_options_kind, opt, &full, WHAT));
+  const dist_fft_options *o = &full;
   dist__call c;
   DIST_CHECK(dist__call_begin(&c, WHAT, o->group));
   dist_fft_plan *p = calloc(1, sizeof *p);

@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "afno_internal.h"
+#include "core/internal.h" /* dist__options_copy */
 
 /* OpenBLAS 0.3.21 (Debian 12) does not know CPUs newer than it and falls
  * back to its SSE3 "Prescott" kernels: the MLP GEMMs then run ~2.7x slower.
@@ -46,20 +47,25 @@ static dist_status same_config_everywhere(const dist_afno_config *c) {
   return DIST_SUCCESS;
 }
 
+static const dist_afno_config afno_defaults = DIST_AFNO_CONFIG_INIT;
+static const dist__options_kind afno_config_kind =
+    DIST__OPTIONS_KIND(dist_afno_config, "DIST_AFNO_CONFIG_INIT", inp_shape, &afno_defaults);
+
 dist_status dist_afno_create(const dist_afno_config *config, dist_afno **out) {
-  dist_status s = config && out ? DIST_SUCCESS
+  dist_afno_config full; /* the caller's config as this library's struct */
+  dist_status s = config && out ? dist__options_copy(&afno_config_kind, config, &full, "dist_afno_create")
                                 : dist_set_error(DIST_ERR_INVALID_ARGUMENT, "dist_afno_create: %s is NULL",
                                                  config ? "out" : "config");
   s = afno_agree(NULL, s, "dist_afno_create");
   if (s) return s;
-  s = same_config_everywhere(config);
+  s = same_config_everywhere(&full);
   if (s) return s;
   dist_afno *m = calloc(1, sizeof *m);
   if (!m) s = dist_set_error(DIST_ERR_NO_MEMORY, "dist_afno_create: model object");
   if (!s) {
-    m->cfg = *config;
+    m->cfg = full;
     m->cfg.data_parallel = m->cfg.model_parallel = m->cfg.spatial = NULL; /* the names live in m->d */
-    s = afno_dims_init(config, &m->d);
+    s = afno_dims_init(&full, &m->d);
   }
   if (!s) {
     int world = 0, n = m->d.dp * m->d.mp * m->d.sp;

@@ -1032,6 +1032,201 @@ static CU_TestInfo overflow_tests[] = {
     CU_TEST_INFO_NULL,
 };
 
+/* ---- option structs that grow (lib/core/options.c) -------------------------- */
+
+/* A sample option struct, and one that embeds it by value with a field after
+ * it, as dist_daso_options embeds dist_ddp_options (with later fields). */
+typedef struct sample_opts {
+  size_t struct_size;
+  int first, second;
+  double third;
+} sample_opts;
+typedef struct sample_outer {
+  size_t struct_size;
+  int x;
+  sample_opts inner;
+  int y;
+} sample_outer;
+
+static const sample_opts SAMPLE_DEFAULTS = {.struct_size = sizeof(sample_opts), .first = 1, .second = 2, .third = 3.5};
+static const sample_outer OUTER_DEFAULTS = {.struct_size = sizeof(sample_outer), .x = 7,
+                                            .inner = {.struct_size = sizeof(sample_opts), .first = 1, .second = 2,
+                                                      .third = 3.5},
+                                            .y = 9};
+static const dist__options_kind SAMPLE_KIND = DIST__OPTIONS_KIND(sample_opts, "SAMPLE_INIT", first, &SAMPLE_DEFAULTS);
+static const dist__options_kind OUTER_KIND = {
+    .name = "sample_outer",
+    .init = "OUTER_INIT",
+    .size = sizeof(sample_outer),
+    .min_size = offsetof(sample_outer, x) + sizeof(int),
+    .defaults = &OUTER_DEFAULTS,
+    .member = &SAMPLE_KIND,
+    .member_name = "inner",
+    .member_offset = offsetof(sample_outer, inner),
+};
+
+static void test_options_current_and_null(void) {
+  sample_opts out;
+  ASSERT_OK(dist__options_copy(&SAMPLE_KIND, NULL, &out, "t"));
+  CU_ASSERT(out.struct_size == sizeof out && out.first == 1 && out.second == 2 && out.third == 3.5);
+  sample_opts in = {.struct_size = sizeof in, .first = 10, .second = 20, .third = 30};
+  ASSERT_OK(dist__options_copy(&SAMPLE_KIND, &in, &out, "t"));
+  CU_ASSERT(out.struct_size == sizeof out && out.first == 10 && out.second == 20 && out.third == 30);
+}
+
+/* A caller built against an older header: the fields its struct_size does
+ * not cover take the defaults, whatever its memory holds there. */
+static void test_options_older_caller(void) {
+  sample_opts in = {.struct_size = offsetof(sample_opts, third), .first = 10, .second = 20, .third = 99}, out;
+  ASSERT_OK(dist__options_copy(&SAMPLE_KIND, &in, &out, "t"));
+  CU_ASSERT(out.struct_size == sizeof out && out.first == 10 && out.second == 20 && out.third == 3.5);
+  in.struct_size = offsetof(sample_opts, second);
+  ASSERT_OK(dist__options_copy(&SAMPLE_KIND, &in, &out, "t"));
+  CU_ASSERT(out.first == 10 && out.second == 2 && out.third == 3.5);
+}
+
+/* A caller built against a newer header: zero bytes past this library's
+ * struct are fields left at their defaults (accepted); a non-zero one is a
+ * field this library cannot honour (refused, naming the struct and byte). */
+static void test_options_newer_caller(void) {
+  struct {
+    sample_opts s;
+    int64_t more[2];
+  } big;
+  memset(&big, 0, sizeof big);
+  big.s = (sample_opts){.struct_size = sizeof big, .first = 10, .second = 20, .third = 30};
+  sample_opts out;
+  ASSERT_OK(dist__options_copy(&SAMPLE_KIND, &big, &out, "t"));
+  CU_ASSERT(out.struct_size == sizeof out && out.first == 10 && out.third == 30);
+  big.more[1] = 5;
+  memset(&out, 0x5A, sizeof out);
+  ASSERT_STATUS(dist__options_copy(&SAMPLE_KIND, &big, &out, "t"), DIST_ERR_INVALID_ARGUMENT);
+  char byte[64];
+  snprintf(byte, sizeof byte, "byte %zu of sample_opts", sizeof(sample_opts) + sizeof(int64_t));
+  ASSERT_MSG_HAS(byte);
+  ASSERT_MSG_HAS("newer distmgr header");
+  CU_ASSERT_EQUAL(out.first, 0x5A5A5A5A); /* nothing written */
+}
+
+/* A zeroed struct (no INIT macro) and sizes no header ever had. */
+static void test_options_bad_size(void) {
+  sample_opts in, out;
+  memset(&in, 0, sizeof in);
+  memset(&out, 0x5A, sizeof out);
+  ASSERT_STATUS(dist__options_copy(&SAMPLE_KIND, &in, &out, "caller_fn"), DIST_ERR_INVALID_ARGUMENT);
+  ASSERT_MSG_HAS("caller_fn: sample_opts.struct_size is 0");
+  ASSERT_MSG_HAS("initialize the struct with SAMPLE_INIT");
+  CU_ASSERT_EQUAL(out.first, 0x5A5A5A5A);
+  in.struct_size = offsetof(sample_opts, first); /* not even the first field */
+  ASSERT_STATUS(dist__options_copy(&SAMPLE_KIND, &in, &out, "t"), DIST_ERR_INVALID_ARGUMENT);
+  ASSERT_MSG_HAS("SAMPLE_INIT");
+  in.struct_size = (size_t)1 << 40; /* garbage: an uninitialized struct */
+  ASSERT_STATUS(dist__options_copy(&SAMPLE_KIND, &in, &out, "t"), DIST_ERR_INVALID_ARGUMENT);
+  ASSERT_MSG_HAS("is not the size of any sample_opts");
+}
+
+/* The embedded struct is read with its own struct_size, and the fields after
+ * it are found where the caller's copy of it ends. */
+static void test_options_embedded(void) {
+  /* The caller's header: an older inner struct (no `third`), then y. */
+  typedef struct old_inner {
+    size_t struct_size;
+    int first, second;
+  } old_inner;
+  typedef struct old_outer {
+    size_t struct_size;
+    int x;
+    old_inner inner;
+    int y;
+  } old_outer;
+  old_outer in = {.struct_size = sizeof in, .x = 70, .inner = {.struct_size = sizeof(old_inner), .first = 10, .second = 20}, .y = 90};
+  sample_outer out;
+  ASSERT_OK(dist__options_copy(&OUTER_KIND, &in, &out, "t"));
+  CU_ASSERT(out.struct_size == sizeof out && out.x == 70 && out.y == 90);
+  CU_ASSERT(out.inner.struct_size == sizeof out.inner && out.inner.first == 10 && out.inner.second == 20 &&
+            out.inner.third == 3.5);
+  /* An outer struct from before y: y takes its default. */
+  sample_outer cur = OUTER_DEFAULTS;
+  cur.x = 71, cur.y = 91;
+  cur.struct_size = offsetof(sample_outer, y);
+  ASSERT_OK(dist__options_copy(&OUTER_KIND, &cur, &out, "t"));
+  CU_ASSERT(out.x == 71 && out.y == 9 && out.inner.third == 3.5);
+  /* The inner struct zeroed: named with its own INIT macro. */
+  cur = OUTER_DEFAULTS;
+  memset(&cur.inner, 0, sizeof cur.inner);
+  ASSERT_STATUS(dist__options_copy(&OUTER_KIND, &cur, &out, "t"), DIST_ERR_INVALID_ARGUMENT);
+  ASSERT_MSG_HAS("sample_outer.inner.struct_size is 0");
+  ASSERT_MSG_HAS("SAMPLE_INIT");
+  /* An inner struct from a newer header with a field set: refused. */
+  struct {
+    size_t struct_size;
+    int x;
+    struct {
+      sample_opts s;
+      int64_t more;
+    } inner;
+    int y;
+  } newer;
+  memset(&newer, 0, sizeof newer);
+  newer.struct_size = sizeof newer;
+  newer.inner.s = SAMPLE_DEFAULTS;
+  newer.inner.s.struct_size = sizeof newer.inner;
+  ASSERT_OK(dist__options_copy(&OUTER_KIND, &newer, &out, "t"));
+  newer.inner.more = 1;
+  ASSERT_STATUS(dist__options_copy(&OUTER_KIND, &newer, &out, "t"), DIST_ERR_INVALID_ARGUMENT);
+  ASSERT_MSG_HAS("of sample_outer.inner");
+  /* An inner size that runs past the outer struct's end. */
+  cur = OUTER_DEFAULTS;
+  cur.inner.struct_size = sizeof cur;
+  ASSERT_STATUS(dist__options_copy(&OUTER_KIND, &cur, &out, "t"), DIST_ERR_INVALID_ARGUMENT);
+  ASSERT_MSG_HAS("ends inside sample_outer.inner");
+}
+
+/* A real entry point, on the paths that fail before MPI starts. */
+static void test_options_initialize(void) {
+  dist_init_options o;
+  memset(&o, 0, sizeof o);
+  ASSERT_STATUS(dist_manager_initialize_with(&o), DIST_ERR_INVALID_ARGUMENT);
+  ASSERT_MSG_HAS("dist_manager_initialize_with: dist_init_options.struct_size is 0");
+  ASSERT_MSG_HAS("DIST_INIT_OPTIONS_INIT");
+  /* Older caller: thread_level is not read (its garbage would be refused
+   * first), method is. */
+  o = (dist_init_options)DIST_INIT_OPTIONS_INIT;
+  o.struct_size = offsetof(dist_init_options, thread_level);
+  o.method = (dist_launch_method)99;
+  o.thread_level = (dist_thread_level)77;
+  ASSERT_STATUS(dist_manager_initialize_with(&o), DIST_ERR_INVALID_ARGUMENT);
+  ASSERT_MSG_HAS("launch method 99");
+  /* Newer caller: zero bytes past the struct are accepted (the method is
+   * then checked), a non-zero one is refused. */
+  struct {
+    dist_init_options o;
+    int32_t more[4];
+  } big;
+  memset(&big, 0, sizeof big);
+  big.o = (dist_init_options)DIST_INIT_OPTIONS_INIT;
+  big.o.struct_size = sizeof big;
+  big.o.method = (dist_launch_method)99;
+  ASSERT_STATUS(dist_manager_initialize_with(&big.o), DIST_ERR_INVALID_ARGUMENT);
+  ASSERT_MSG_HAS("launch method 99");
+  big.more[2] = 1;
+  ASSERT_STATUS(dist_manager_initialize_with(&big.o), DIST_ERR_INVALID_ARGUMENT);
+  char byte[64];
+  snprintf(byte, sizeof byte, "byte %zu of dist_init_options", sizeof(dist_init_options) + 2 * sizeof(int32_t));
+  ASSERT_MSG_HAS(byte);
+  CU_ASSERT_EQUAL(dist_manager_is_initialized(), 0);
+}
+
+static CU_TestInfo options_tests[] = {
+    {"current struct and NULL", test_options_current_and_null},
+    {"older caller: defaults for the missing fields", test_options_older_caller},
+    {"newer caller: zero tail accepted, non-zero refused", test_options_newer_caller},
+    {"struct_size 0 or impossible", test_options_bad_size},
+    {"embedded struct with its own size", test_options_embedded},
+    {"dist_manager_initialize_with", test_options_initialize},
+    CU_TEST_INFO_NULL,
+};
+
 static CU_SuiteInfo suites[] = {
     {"status", NULL, NULL, NULL, NULL, status_tests},
     {"settings", NULL, NULL, NULL, NULL, settings_tests},
@@ -1039,6 +1234,7 @@ static CU_SuiteInfo suites[] = {
     {"parse", NULL, NULL, NULL, NULL, parse_tests},
     {"log", NULL, NULL, NULL, NULL, log_tests},
     {"overflow", NULL, NULL, NULL, NULL, overflow_tests},
+    {"options", NULL, NULL, NULL, NULL, options_tests},
     CU_SUITE_INFO_NULL,
 };
 

@@ -370,8 +370,9 @@ static void test_option_errors(void) {
     dist_daso_options o;
   } bad[16];
   int nb = 0;
-  const dist_daso_options good = {10, 4, 4, 0.05, 8, 100, DIST_BF16, 1, 2, 4, 0, DIST_DASO_MERGE_HEAT, NULL,
-                                  DIST_DDP_OPTIONS_INIT};
+  dist_daso_options good = DIST_DASO_OPTIONS_INIT;
+  good.total_epochs = 10;
+  good.sending_chunk_size = 100;
 #define BAD_OPT(field, value)   \
   bad[nb].name = #field " = ";  \
   bad[nb].o = good;             \
@@ -438,6 +439,47 @@ static void test_option_errors(void) {
     CALL_FAILS(dist_daso_create(h.o, &good, &h.d), DIST_ERR_INVALID_ARGUMENT, "'world'");
     model_free(&h);
   }
+}
+
+/* Option structs of other headers' sizes (README, "Option structs"): the
+ * embedded `local` is read with its own struct_size, and its errors reach
+ * every rank. */
+static void test_option_struct_sizes(void) {
+  if (UNEVEN) return;
+  model m;
+  if (!model_init(&m, 0.1, 0, NAN)) {
+    model_free(&m);
+    return;
+  }
+  dist_daso *d = NULL;
+  dist_daso_options o = phases(10, 4, 4);
+  o.local.rebuild_buckets = 7; /* invalid, when read */
+  CALL_FAILS(dist_daso_create(m.o, &o, &d), DIST_ERR_INVALID_ARGUMENT, "rebuild_buckets");
+  /* An older caller whose dist_ddp_options ended before group: the fields
+   * after it are not read, and its dist_daso_options ends with it. */
+  o.local.struct_size = offsetof(dist_ddp_options, group);
+  o.struct_size = offsetof(dist_daso_options, local) + o.local.struct_size;
+  if (CALL_OK(dist_daso_create(m.o, &o, &d))) dist_daso_destroy(d);
+  d = NULL;
+  /* `local` zeroed: named, with its own INIT macro, on every rank. */
+  o = phases(10, 4, 4);
+  memset(&o.local, 0, sizeof o.local);
+  CALL_FAILS(dist_daso_create(m.o, &o, &d), DIST_ERR_INVALID_ARGUMENT, "dist_daso_options.local.struct_size is 0");
+  CHECK(strstr(dist_last_error(), "DIST_DDP_OPTIONS_INIT") != NULL);
+  /* A newer caller with a field set past our struct; the whole struct zeroed. */
+  struct {
+    dist_daso_options o;
+    int64_t more;
+  } big;
+  memset(&big, 0, sizeof big);
+  big.o = phases(10, 4, 4);
+  big.o.struct_size = sizeof big;
+  big.more = 1;
+  CALL_FAILS(dist_daso_create(m.o, &big.o, &d), DIST_ERR_INVALID_ARGUMENT, "of dist_daso_options");
+  memset(&o, 0, sizeof o);
+  CALL_FAILS(dist_daso_create(m.o, &o, &d), DIST_ERR_INVALID_ARGUMENT, "DIST_DASO_OPTIONS_INIT");
+  CHECK(d == NULL);
+  model_free(&m);
 }
 
 /* Bad input on one rank only: create agrees before any collective that
@@ -1253,6 +1295,7 @@ static CU_TestInfo merge_tests[] = {
 static CU_TestInfo setup_tests[] = {
     {"node layout (uneven nodes refused)", test_layout},
     {"option errors, NULLs, set_last_batch", test_option_errors},
+    {"option structs of older and newer headers", test_option_struct_sizes},
     {"errors on one rank only, differing options", test_one_rank_errors},
     CU_TEST_INFO_NULL};
 static CU_TestInfo sync_tests[] = {

@@ -1216,6 +1216,67 @@ static void test_options_mismatch(void) {
   rig_close(&r);
 }
 
+/* Option structs of other headers' sizes (README, "Option structs"). */
+static void test_options_struct_size(void) {
+  rig r;
+  dist_ddp_options small = small_caps();
+  int nb_small = 0;
+  if (rig_open(&r, &small)) nb_small = dist_ddp_bucket_count(r.d);
+  rig_close(&r);
+  /* An older caller whose struct ends before bucket_bytes: the default cap
+   * (25 MiB) holds everything after the first bucket. */
+  dist_ddp_options o = small_caps();
+  o.struct_size = offsetof(dist_ddp_options, bucket_bytes);
+  o.bucket_bytes = 1; /* beyond its struct: not read */
+  if (rig_open(&r, &o)) {
+    int n = 0;
+    size_t bytes = 0;
+    CU_ASSERT_EQUAL(dist_ddp_bucket_count(r.d), 2);
+    CU_ASSERT(nb_small > 2);
+    if (CALL_OK(dist_ddp_bucket_info(r.d, 0, &n, NULL, &bytes, NULL), "dist_ddp_bucket_info"))
+      CU_ASSERT(bytes <= FIRST_CAP || n == 1); /* first_bucket_bytes was read */
+  }
+  rig_close(&r);
+  if (!rig_open(&r, NULL)) {
+    rig_close(&r);
+    return;
+  }
+  /* Older still: group and rebuild_buckets (invalid here) are not read. */
+  dist_ddp *d = NULL;
+  o = small_caps();
+  o.group = "no such group";
+  o.rebuild_buckets = 5;
+  CALL_FAILS(dist_ddp_create(r.p, &o, &d), DIST_ERR_UNKNOWN_GROUP, "no such group", "the whole struct is read");
+  o.struct_size = offsetof(dist_ddp_options, group);
+  CALL_OK(dist_ddp_create(r.p, &o, &d), "dist_ddp_create, struct without group and rebuild_buckets");
+  if (d) CU_ASSERT_EQUAL(dist_ddp_bucket_count(d), nb_small);
+  dist_ddp_destroy(d);
+  d = NULL;
+  /* A newer caller: zero bytes past our struct are accepted, others refused. */
+  struct {
+    dist_ddp_options o;
+    int64_t more[2];
+  } big;
+  memset(&big, 0, sizeof big);
+  big.o = small_caps();
+  big.o.struct_size = sizeof big;
+  CALL_OK(dist_ddp_create(r.p, &big.o, &d), "dist_ddp_create, newer struct with its new fields zero");
+  if (d) CU_ASSERT_EQUAL(dist_ddp_bucket_count(d), nb_small);
+  dist_ddp_destroy(d);
+  d = NULL;
+  big.more[1] = 3;
+  char byte[64];
+  snprintf(byte, sizeof byte, "byte %zu of dist_ddp_options", sizeof(dist_ddp_options) + sizeof(int64_t));
+  CALL_FAILS(dist_ddp_create(r.p, &big.o, &d), DIST_ERR_INVALID_ARGUMENT, byte, "a newer field set");
+  CU_ASSERT_PTR_NULL(d);
+  /* A zeroed struct: says how to make one. */
+  memset(&o, 0, sizeof o);
+  CALL_FAILS(dist_ddp_create(r.p, &o, &d), DIST_ERR_INVALID_ARGUMENT, "initialize the struct with DIST_DDP_OPTIONS_INIT",
+             "a zeroed struct");
+  CU_ASSERT_PTR_NULL(d);
+  rig_close(&r);
+}
+
 static CU_TestInfo param_tests[] = {{"commit broadcasts rank 0's values", test_commit_broadcast},
                                     {"commit: a size differs", test_commit_size},
                                     {"commit: a dtype differs", test_commit_dtype},
@@ -1237,6 +1298,7 @@ static CU_TestInfo ddp_tests[] = {{"bucket layout", test_layout},
                                   {"communication hook", test_hook},
                                   {"progress modes", test_progress},
                                   {"options differ across ranks", test_options_mismatch},
+                                  {"option structs of older and newer headers", test_options_struct_size},
                                   CU_TEST_INFO_NULL};
 static CU_SuiteInfo suites[] = {{"params", NULL, NULL, NULL, NULL, param_tests},
                                 {"ddp", NULL, NULL, NULL, NULL, ddp_tests},

@@ -296,8 +296,28 @@ static void run_case(ocase cv, int steps) {
   fx_free(&f);
 }
 
-#define SGD(...) ((dist_sgd_options){__VA_ARGS__})
-#define ADAM(...) ((dist_adam_options){__VA_ARGS__})
+#define SGD(lr_, momentum_, dampening_, weight_decay_, nesterov_, maximize_) \
+  ((dist_sgd_options){                                                        \
+      .struct_size = sizeof(dist_sgd_options),                                \
+      .lr = (lr_),                                                            \
+      .momentum = (momentum_),                                                \
+      .dampening = (dampening_),                                              \
+      .weight_decay = (weight_decay_),                                        \
+      .nesterov = (nesterov_),                                                \
+      .maximize = (maximize_),                                                \
+  })
+#define ADAM(lr_, beta1_, beta2_, eps_, weight_decay_, decoupled_, amsgrad_, maximize_) \
+  ((dist_adam_options){                                                                  \
+      .struct_size = sizeof(dist_adam_options),                                          \
+      .lr = (lr_),                                                                       \
+      .beta1 = (beta1_),                                                                 \
+      .beta2 = (beta2_),                                                                 \
+      .eps = (eps_),                                                                     \
+      .weight_decay = (weight_decay_),                                                   \
+      .decoupled = (decoupled_),                                                         \
+      .amsgrad = (amsgrad_),                                                             \
+      .maximize = (maximize_),                                                           \
+  })
 /* lr, momentum, dampening, weight_decay, nesterov, maximize */
 static void test_sgd_plain(void) { run_case(S("sgd plain", SGD(0.1, 0, 0, 0, 0, 0)), 4); }
 static void test_sgd_momentum(void) { run_case(S("sgd momentum+dampening", SGD(0.05, 0.9, 0.3, 0, 0, 0)), 5); }
@@ -785,6 +805,45 @@ static void test_adam_errors(void) {
   fx_free(&f);
 }
 
+/* Option structs of other headers' sizes (README, "Option structs"). */
+static void test_option_struct_sizes(void) {
+  fixture f;
+  CU_ASSERT_EQUAL_FATAL(fx_init(&f, 2, STD_DT, STD_N, 1), 0);
+  dist_optim *o = NULL;
+  /* An older caller whose struct ends before nesterov: nesterov and
+   * maximize take their defaults (5 would be refused). */
+  dist_sgd_options s = SGD(0.1, 0, 0, 0, 5, 5);
+  ASSERT_STATUS(dist_optim_sgd(f.set, &s, &o), DIST_ERR_INVALID_ARGUMENT);
+  s.struct_size = offsetof(dist_sgd_options, nesterov);
+  ASSERT_OK(dist_optim_sgd(f.set, &s, &o));
+  CU_ASSERT_DOUBLE_EQUAL(dist_optim_get_lr(o), 0.1, 0);
+  dist_optim_destroy(o);
+  /* Zeroed structs: the message names the macros. */
+  memset(&s, 0, sizeof s);
+  ASSERT_STATUS(dist_optim_sgd(f.set, &s, &o), DIST_ERR_INVALID_ARGUMENT);
+  ASSERT_MSG_HAS("DIST_SGD_OPTIONS_INIT");
+  dist_adam_options a;
+  memset(&a, 0, sizeof a);
+  ASSERT_STATUS(dist_optim_adam(f.set, &a, &o), DIST_ERR_INVALID_ARGUMENT);
+  ASSERT_MSG_HAS("DIST_ADAMW_OPTIONS_INIT");
+  /* A newer caller: its new field left zero is accepted, set is refused. */
+  struct {
+    dist_adam_options a;
+    double more;
+  } big;
+  memset(&big, 0, sizeof big);
+  big.a = (dist_adam_options)DIST_ADAMW_OPTIONS_INIT;
+  big.a.struct_size = sizeof big;
+  o = NULL;
+  ASSERT_OK(dist_optim_adam(f.set, &big.a, &o));
+  if (o) CU_ASSERT_STRING_EQUAL(dist_optim_name(o), "adamw");
+  dist_optim_destroy(o);
+  big.more = 1;
+  ASSERT_STATUS(dist_optim_adam(f.set, &big.a, &o), DIST_ERR_INVALID_ARGUMENT);
+  ASSERT_MSG_HAS("of dist_adam_options");
+  fx_free(&f);
+}
+
 /* 16-bit parameters are refused at create, naming the parameter and dtype;
  * and when they join an uncommitted set later, at the step, before any update. */
 static void test_dtype_errors(void) {
@@ -897,6 +956,7 @@ static CU_TestInfo state_tests[] = {{"reset", test_reset},
                                     CU_TEST_INFO_NULL};
 static CU_TestInfo error_tests[] = {{"sgd options", test_sgd_errors},
                                     {"adam options", test_adam_errors},
+                                    {"option structs of older and newer headers", test_option_struct_sizes},
                                     {"dtypes", test_dtype_errors},
                                     {"calls", test_call_errors},
                                     CU_TEST_INFO_NULL};

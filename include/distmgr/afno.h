@@ -55,7 +55,10 @@ extern "C" {
 
 typedef struct dist_afno dist_afno;
 
+/* Initialize with DIST_AFNO_CONFIG_INIT, then set the fields to change
+ * (struct_size: see README, "Option structs"). */
 typedef struct dist_afno_config {
+  size_t struct_size;   /* sizeof(dist_afno_config), set by DIST_AFNO_CONFIG_INIT */
   int64_t inp_shape[2]; /* H, W */
   int in_channels, out_channels;
   int patch_size[2];
@@ -69,7 +72,25 @@ typedef struct dist_afno_config {
   const char *data_parallel, *model_parallel, *spatial;
 } dist_afno_config;
 
-#define DIST_AFNO_CONFIG_INIT {{0, 0}, 0, 0, {16, 16}, 256, 4, 4.0, 16, 0.01, 1.0, 0, 0, NULL, NULL, NULL}
+#define DIST_AFNO_CONFIG_INIT                 \
+  {                                           \
+    .struct_size = sizeof(dist_afno_config),  \
+    .inp_shape = {0, 0},                      \
+    .in_channels = 0,                         \
+    .out_channels = 0,                        \
+    .patch_size = {16, 16},                   \
+    .embed_dim = 256,                         \
+    .depth = 4,                               \
+    .mlp_ratio = 4.0,                         \
+    .num_blocks = 16,                         \
+    .sparsity_threshold = 0.01,               \
+    .hard_thresholding_fraction = 1.0,        \
+    .seed = 0,                                \
+    .recompute = 0,                           \
+    .data_parallel = NULL,                    \
+    .model_parallel = NULL,                   \
+    .spatial = NULL,                          \
+  }
 
 typedef struct dist_afno_layout {
   int dp_size, dp_rank, mp_size, mp_rank, sp_size, sp_rank;

@@ -85,7 +85,14 @@ extern "C" {
 
 typedef struct dist_daso dist_daso;
 
+/* Initialize with DIST_DASO_OPTIONS_INIT, then set the fields to change
+ * (struct_size: see README, "Option structs"). `local` carries its own
+ * struct_size, so dist_ddp_options may grow inside it: fields added to
+ * dist_daso_options go after `local` (the library finds them where the
+ * caller's `local` ends, at local.struct_size), never before it, and need no
+ * stricter alignment than dist_ddp_options (8 bytes). */
 typedef struct dist_daso_options {
+  size_t struct_size;         /* sizeof(dist_daso_options), set by DIST_DASO_OPTIONS_INIT */
   int total_epochs;           /* required, > warmup + cooldown is not required */
   int warmup_epochs;          /* 4 */
   int cooldown_epochs;        /* 4 */
@@ -102,7 +109,24 @@ typedef struct dist_daso_options {
   dist_ddp_options local;     /* the node-local DDP reducer (group is forced to "local") */
 } dist_daso_options;
 enum { DIST_DASO_MERGE_HEAT = 0, DIST_DASO_MERGE_DELTA = 1 };
-#define DIST_DASO_OPTIONS_INIT {0, 4, 4, 0.05, 8, 10000000, DIST_BF16, 1, 2, 4, 0, DIST_DASO_MERGE_HEAT, NULL, DIST_DDP_OPTIONS_INIT}
+#define DIST_DASO_OPTIONS_INIT                 \
+  {                                            \
+    .struct_size = sizeof(dist_daso_options),  \
+    .total_epochs = 0,                         \
+    .warmup_epochs = 4,                        \
+    .cooldown_epochs = 4,                      \
+    .stability_level = 0.05,                   \
+    .max_global_skips = 8,                     \
+    .sending_chunk_size = 10000000,            \
+    .downcast = DIST_BF16,                     \
+    .use_mpi_groups = 1,                       \
+    .skip_reduction_factor = 2,                \
+    .local_skip_factor = 4,                    \
+    .verbose = 0,                              \
+    .merge = DIST_DASO_MERGE_HEAT,             \
+    .schedule = NULL,                          \
+    .local = DIST_DDP_OPTIONS_INIT,            \
+  }
 
 /* Gradient-scaler hook (mixed precision): before the local optimizer runs,
  * gradients are divided by scale(ctx) and checked; any inf/NaN skips the

@@ -81,7 +81,10 @@ typedef struct dist_ddp_hook {
   void *ctx;
 } dist_ddp_hook;
 
+/* Initialize with DIST_DDP_OPTIONS_INIT, then set the fields to change
+ * (struct_size: see README, "Option structs"). */
 typedef struct dist_ddp_options {
+  size_t struct_size;        /* sizeof(dist_ddp_options), set by DIST_DDP_OPTIONS_INIT */
   size_t first_bucket_bytes; /* default 1 MiB */
   size_t bucket_bytes;       /* default 25 MiB */
   int grad_as_bucket_view;   /* 1: every grad buffer is moved into its bucket (see dist_params_grad) */
@@ -99,10 +102,22 @@ typedef struct dist_ddp_options {
    * earlier dist_ddp_bucket_info `params` pointers are freed (a hook keeping
    * per-bucket state must allow for it); with grad_as_bucket_view the
    * gradients move to their new slots, values kept: re-read
-   * dist_params_grad after that finalize. 0 (also a zeroed struct): never. */
+   * dist_params_grad after that finalize. 0: never. */
   int rebuild_buckets;
 } dist_ddp_options;
-#define DIST_DDP_OPTIONS_INIT {(size_t)1 << 20, (size_t)25 << 20, 0, DIST_DDP_UNUSED_ERROR, DIST_DDP_COMPRESS_NONE, NULL, DIST_DDP_PROGRESS_TEST, NULL, 1}
+#define DIST_DDP_OPTIONS_INIT                 \
+  {                                           \
+    .struct_size = sizeof(dist_ddp_options),  \
+    .first_bucket_bytes = (size_t)1 << 20,    \
+    .bucket_bytes = (size_t)25 << 20,         \
+    .grad_as_bucket_view = 0,                 \
+    .unused = DIST_DDP_UNUSED_ERROR,          \
+    .compress = DIST_DDP_COMPRESS_NONE,       \
+    .hook = NULL,                             \
+    .progress = DIST_DDP_PROGRESS_TEST,       \
+    .group = NULL,                            \
+    .rebuild_buckets = 1,                     \
+  }
 
 /* Build the buckets of a committed set (o NULL = defaults). Collective. */
 dist_status dist_ddp_create(dist_params *p, const dist_ddp_options *o, dist_ddp **out);

@@ -51,7 +51,10 @@ typedef enum dist_fft_norm { DIST_FFT_NORM_BACKWARD = 0, DIST_FFT_NORM_ORTHO, DI
 
 typedef enum dist_fft_layout { DIST_FFT_OUT_TRANSPOSED = 0, DIST_FFT_OUT_SAME = 1 } dist_fft_layout;
 
+/* Initialize with DIST_FFT_OPTIONS_INIT, then set the fields to change
+ * (struct_size: see README, "Option structs"). */
 typedef struct dist_fft_options {
+  size_t struct_size;       /* sizeof(dist_fft_options), set by DIST_FFT_OPTIONS_INIT */
   const char *group;        /* named group; NULL means "world" */
   dist_fft_norm norm;
   dist_fft_layout layout;
@@ -68,7 +71,18 @@ typedef struct dist_fft_options {
                                FFTW_DESTROY_INPUT); 0: every input is preserved */
 } dist_fft_options;
 
-#define DIST_FFT_OPTIONS_INIT {NULL, DIST_FFT_NORM_BACKWARD, DIST_FFT_OUT_TRANSPOSED, 0, NULL, NULL, -1, 0}
+#define DIST_FFT_OPTIONS_INIT                 \
+  {                                           \
+    .struct_size = sizeof(dist_fft_options),  \
+    .group = NULL,                            \
+    .norm = DIST_FFT_NORM_BACKWARD,           \
+    .layout = DIST_FFT_OUT_TRANSPOSED,        \
+    .measure = 0,                             \
+    .in_sizes = NULL,                         \
+    .out_sizes = NULL,                        \
+    .device = -1,                             \
+    .destroy_input = 0,                       \
+  }
 
 typedef struct dist_fft_plan dist_fft_plan;
 

@@ -25,12 +25,20 @@ typedef enum dist_thread_level {
   DIST_THREAD_MULTIPLE
 } dist_thread_level;
 
+/* Initialize with DIST_INIT_OPTIONS_INIT, then set the fields to change
+ * (struct_size: see README, "Option structs"). */
 typedef struct dist_init_options {
-  dist_launch_method method;     /* DIST_LAUNCH_AUTO: DIST_INIT_METHOD, else detect */
+  size_t struct_size;             /* sizeof(dist_init_options), set by DIST_INIT_OPTIONS_INIT */
+  dist_launch_method method;      /* DIST_LAUNCH_AUTO: DIST_INIT_METHOD, else detect */
   dist_thread_level thread_level; /* needed from MPI; less available is an error */
 } dist_init_options;
 
-#define DIST_INIT_OPTIONS_INIT {DIST_LAUNCH_AUTO, DIST_THREAD_SINGLE}
+#define DIST_INIT_OPTIONS_INIT                 \
+  {                                            \
+    .struct_size = sizeof(dist_init_options),  \
+    .method = DIST_LAUNCH_AUTO,                \
+    .thread_level = DIST_THREAD_SINGLE,        \
+  }
 
 /* Set up the manager: read the DIST_* settings, detect the launch, initialize
  * MPI unless the application already did, check the launcher's rank/size

@@ -41,21 +41,56 @@ extern "C" {
 
 typedef struct dist_optim dist_optim;
 
+/* Initialize with the INIT macros below, then set the fields to change
+ * (struct_size: see README, "Option structs"). */
 typedef struct dist_sgd_options {
+  size_t struct_size; /* sizeof(dist_sgd_options), set by DIST_SGD_OPTIONS_INIT */
   double lr, momentum, dampening, weight_decay;
   int nesterov; /* needs momentum > 0 and dampening == 0 */
   int maximize;
 } dist_sgd_options;
-#define DIST_SGD_OPTIONS_INIT {0.001, 0.0, 0.0, 0.0, 0, 0}
+#define DIST_SGD_OPTIONS_INIT                 \
+  {                                           \
+    .struct_size = sizeof(dist_sgd_options),  \
+    .lr = 0.001,                              \
+    .momentum = 0.0,                          \
+    .dampening = 0.0,                         \
+    .weight_decay = 0.0,                      \
+    .nesterov = 0,                            \
+    .maximize = 0,                            \
+  }
 
 typedef struct dist_adam_options {
+  size_t struct_size; /* sizeof(dist_adam_options), set by DIST_ADAM(W)_OPTIONS_INIT */
   double lr, beta1, beta2, eps, weight_decay;
   int decoupled; /* 1 = AdamW */
   int amsgrad;
   int maximize;
 } dist_adam_options;
-#define DIST_ADAM_OPTIONS_INIT {0.001, 0.9, 0.999, 1e-8, 0.0, 0, 0, 0}
-#define DIST_ADAMW_OPTIONS_INIT {0.001, 0.9, 0.999, 1e-8, 0.01, 1, 0, 0}
+#define DIST_ADAM_OPTIONS_INIT                \
+  {                                           \
+    .struct_size = sizeof(dist_adam_options), \
+    .lr = 0.001,                              \
+    .beta1 = 0.9,                             \
+    .beta2 = 0.999,                           \
+    .eps = 1e-8,                              \
+    .weight_decay = 0.0,                      \
+    .decoupled = 0,                           \
+    .amsgrad = 0,                             \
+    .maximize = 0,                            \
+  }
+#define DIST_ADAMW_OPTIONS_INIT               \
+  {                                           \
+    .struct_size = sizeof(dist_adam_options), \
+    .lr = 0.001,                              \
+    .beta1 = 0.9,                             \
+    .beta2 = 0.999,                           \
+    .eps = 1e-8,                              \
+    .weight_decay = 0.01,                     \
+    .decoupled = 1,                           \
+    .amsgrad = 0,                             \
+    .maximize = 0,                            \
+  }
 
 /* Create over a committed parameter set (out of range options are errors
  * naming the option). The optimizer keeps a pointer to `p`. Local. */

@@ -6,6 +6,8 @@
 #include "config.h"
 #endif
 
+#include <stddef.h>
+
 #include "distmgr.h"
 
 /* Record `fmt` as this thread's last error and return `status`. Called by the
@@ -40,6 +42,38 @@ dist_status dist__parse_int(dist_status status, const char *var, const char *val
  * (strtol: white space, '+', leading zeros allowed); else 0. Quiet: no
  * last-error message. For comparing variables that are ignored. */
 int dist__parse_int_loose(const char *value, long *out);
+
+/* A public option struct (size_t struct_size first) as the library reads it:
+ * README, "Option structs". Each module describes its own with
+ * DIST__OPTIONS_KIND beside the entry points that take it. */
+typedef struct dist__options_kind {
+  const char *name;     /* "dist_ddp_options" */
+  const char *init;     /* "DIST_DDP_OPTIONS_INIT" */
+  size_t size;          /* sizeof in this library */
+  size_t min_size;      /* struct_size and the first field: every version has them */
+  const void *defaults; /* made by `init` */
+  /* An option struct embedded by value (dist_daso_options.local), or NULL.
+   * The caller's copy of it is as long as its own struct_size says, and the
+   * fields after it start where that copy ends. */
+  const struct dist__options_kind *member;
+  const char *member_name;
+  size_t member_offset;
+} dist__options_kind;
+
+#define DIST__OPTIONS_KIND(type, init_name, first_field, defaults_ptr)                                    \
+  {#type, init_name, sizeof(type), offsetof(type, first_field) + sizeof(((type *)0)->first_field), defaults_ptr, \
+   NULL, NULL, 0}
+
+/* Copy the caller's option struct `in` (NULL: the defaults) into `out`, a
+ * whole struct of this library's size: the caller's fields where its
+ * struct_size covers them (an older header), the defaults for the rest; the
+ * bytes of a newer header beyond this library's fields must all be zero.
+ * out's struct_size (and its member's) is this library's. Errors
+ * (DIST_ERR_INVALID_ARGUMENT, prefixed with `what`): struct_size 0 or too
+ * small (says to initialize with the INIT macro), or a non-zero byte past
+ * this library's fields (names the struct and the byte's offset). `out` is
+ * written only on success. Local. */
+dist_status dist__options_copy(const dist__options_kind *kind, const void *in, void *out, const char *what);
 
 /* Logging: the manager tells the log layer who we are. */
 void dist__log_set_rank(int rank, int size);

@@ -277,14 +277,18 @@ static dist_status detect(const dist_init_options *o) {
   return DIST_SUCCESS;
 }
 
-static dist_status initialize(MPI_Comm adopt, const dist_init_options *options) {
+static const dist_init_options init_defaults = DIST_INIT_OPTIONS_INIT;
+static const dist__options_kind init_options_kind =
+    DIST__OPTIONS_KIND(dist_init_options, "DIST_INIT_OPTIONS_INIT", method, &init_defaults);
+
+static dist_status initialize(MPI_Comm adopt, const dist_init_options *options, const char *what) {
   dist__manager *m = &dist__state;
-  dist_init_options o = DIST_INIT_OPTIONS_INIT;
+  dist_init_options o;
   if (m->initialized) {
     dist_log(DIST_LOG_DEBUG, "dist_manager_initialize: already initialized");
     return DIST_SUCCESS;
   }
-  if (options) o = *options;
+  DIST_CHECK(dist__options_copy(&init_options_kind, options, &o, what));
   if (o.thread_level < DIST_THREAD_SINGLE || o.thread_level > DIST_THREAD_MULTIPLE)
     return dist__error(DIST_ERR_INVALID_ARGUMENT, "thread level %d is not a dist_thread_level", (int)o.thread_level);
   if (o.method < DIST_LAUNCH_AUTO || o.method > DIST_LAUNCH_MPICH)
@@ -331,14 +335,14 @@ static dist_status initialize(MPI_Comm adopt, const dist_init_options *options) 
   return DIST_SUCCESS;
 }
 
-dist_status dist_manager_initialize(void) { return initialize(MPI_COMM_WORLD, NULL); }
+dist_status dist_manager_initialize(void) { return initialize(MPI_COMM_WORLD, NULL, "dist_manager_initialize"); }
 
 dist_status dist_manager_initialize_with(const dist_init_options *options) {
-  return initialize(MPI_COMM_WORLD, options);
+  return initialize(MPI_COMM_WORLD, options, "dist_manager_initialize_with");
 }
 
 dist_status dist_manager_initialize_comm(MPI_Comm world, const dist_init_options *options) {
-  return initialize(world, options);
+  return initialize(world, options, "dist_manager_initialize_comm");
 }
 
 dist_status dist_manager_finalize(void) {

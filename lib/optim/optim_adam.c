@@ -9,9 +9,16 @@
 
 #define FN "dist_optim_adam"
 
-dist_status dist_optim_adam(dist_params *p, const dist_adam_options *opt, dist_optim **out) {
-  if (!opt) return dist__error(DIST_ERR_INVALID_ARGUMENT, FN ": options is NULL");
+static const dist_adam_options adam_defaults = DIST_ADAM_OPTIONS_INIT;
+static const dist__options_kind adam_options_kind =
+    DIST__OPTIONS_KIND(dist_adam_options, "DIST_ADAM_OPTIONS_INIT (or DIST_ADAMW_OPTIONS_INIT)", lr, &adam_defaults);
+
+dist_status dist_optim_adam(dist_params *p, const dist_adam_options *options, dist_optim **out) {
+  if (!options) return dist__error(DIST_ERR_INVALID_ARGUMENT, FN ": options is NULL");
   if (!out) return dist__error(DIST_ERR_INVALID_ARGUMENT, FN ": out is NULL");
+  dist_adam_options full;
+  DIST_CHECK(dist__options_copy(&adam_options_kind, options, &full, FN));
+  const dist_adam_options *opt = &full;
   DIST_CHECK(dist__optim_check(FN, "lr", opt->lr, 0, INFINITY, 1));
   DIST_CHECK(dist__optim_check(FN, "beta1", opt->beta1, 0, 1, 1));
   DIST_CHECK(dist__optim_check(FN, "beta2", opt->beta2, 0, 1, 1));

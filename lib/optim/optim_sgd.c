@@ -9,9 +9,16 @@
 
 #define FN "dist_optim_sgd"
 
-dist_status dist_optim_sgd(dist_params *p, const dist_sgd_options *opt, dist_optim **out) {
-  if (!opt) return dist__error(DIST_ERR_INVALID_ARGUMENT, FN ": options is NULL");
+static const dist_sgd_options sgd_defaults = DIST_SGD_OPTIONS_INIT;
+static const dist__options_kind sgd_options_kind =
+    DIST__OPTIONS_KIND(dist_sgd_options, "DIST_SGD_OPTIONS_INIT", lr, &sgd_defaults);
+
+dist_status dist_optim_sgd(dist_params *p, const dist_sgd_options *options, dist_optim **out) {
+  if (!options) return dist__error(DIST_ERR_INVALID_ARGUMENT, FN ": options is NULL");
   if (!out) return dist__error(DIST_ERR_INVALID_ARGUMENT, FN ": out is NULL");
+  dist_sgd_options full;
+  DIST_CHECK(dist__options_copy(&sgd_options_kind, options, &full, FN));
+  const dist_sgd_options *opt = &full;
   DIST_CHECK(dist__optim_check(FN, "lr", opt->lr, 0, INFINITY, 1));
   DIST_CHECK(dist__optim_check(FN, "momentum", opt->momentum, 0, INFINITY, 1));
   DIST_CHECK(dist__optim_check(FN, "dampening", opt->dampening, 0, 1, 0));

@@ -6,8 +6,22 @@
 #include <stdlib.h>
 
 #include "reducer/daso_internal.h"
+#include "reducer/ddp_internal.h"
 #include "core/fault.h"
 #include "mem/memops.h"
+
+static const dist_daso_options daso_defaults = DIST_DASO_OPTIONS_INIT;
+/* `local` is read with its own struct_size (daso.h: later fields follow it). */
+static const dist__options_kind daso_options_kind = {
+    .name = "dist_daso_options",
+    .init = "DIST_DASO_OPTIONS_INIT",
+    .size = sizeof(dist_daso_options),
+    .min_size = offsetof(dist_daso_options, total_epochs) + sizeof(int),
+    .defaults = &daso_defaults,
+    .member = &dist__ddp_options_kind,
+    .member_name = "local",
+    .member_offset = offsetof(dist_daso_options, local),
+};
 
 static dist_status check_options(const dist_daso_options *o) {
   const char *w = "dist_daso_create";
@@ -112,18 +126,19 @@ dist_status dist_daso_create(dist_optim *opt, const dist_daso_options *o, dist_d
   const char *what = "dist_daso_create";
   DIST_CHECK(dist__require_initialized(what));
   dist_daso *d = NULL;
-  if (out && opt && o && (d = calloc(1, sizeof *d))) {
-    d->opt = opt;
-    d->p = dist_optim_params(opt);
-    d->o = *o;
-    dist__group_private_clear(&d->cross);
-  }
+  dist_daso_options full; /* the caller's options as this library's struct */
   dist_status s = !out || !opt || !o ? dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: %s is NULL", what,
                                                    !out ? "out" : !opt ? "optimizer" : "options")
-                                     : DIST_SUCCESS;
-  /* Still agree after a NULL, else the other ranks would wait for this one. */
+                                     : dist__options_copy(&daso_options_kind, o, &full, what);
+  if (!s && (d = calloc(1, sizeof *d))) {
+    d->opt = opt;
+    d->p = dist_optim_params(opt);
+    d->o = full;
+    dist__group_private_clear(&d->cross);
+  }
+  /* Still agree after a NULL or an unreadable struct, else the other ranks would wait for this one. */
   int differs;
-  s = s ? dist__agree_status_hash_group(world_group(), s, 0, what, &differs) : setup(d, o, what);
+  s = s ? dist__agree_status_hash_group(world_group(), s, 0, what, &differs) : setup(d, &full, what);
   if (s) {
     free(d);
     return s;
@@ -133,14 +148,14 @@ dist_status dist_daso_create(dist_optim *opt, const dist_daso_options *o, dist_d
   d->nodes = dist__groups.size / d->lsize;
   s = dist__agree_group(world_group(), make_cross(d), what);
   if (!s) {
-    dist_ddp_options lo = o->local;
+    dist_ddp_options lo = d->o.local;
     lo.group = "local";
     s = dist_ddp_create(d->p, &lo, &d->ddp); /* collective, agrees by itself */
   }
   if (!s) s = dist__daso_sync_init(d);
   d->lr0 = dist_optim_get_lr(opt);
-  if (!s && o->schedule) {
-    d->schedule = *o->schedule;
+  if (!s && d->o.schedule) {
+    d->schedule = *d->o.schedule;
     d->has_schedule = 1;
     s = dist_optim_set_schedule(opt, &d->schedule);
   }

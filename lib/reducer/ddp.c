@@ -6,6 +6,10 @@
 #include "reducer/ddp_internal.h"
 #include "mem/memops.h"
 
+static const dist_ddp_options ddp_defaults = DIST_DDP_OPTIONS_INIT;
+const dist__options_kind dist__ddp_options_kind =
+    DIST__OPTIONS_KIND(dist_ddp_options, "DIST_DDP_OPTIONS_INIT", first_bucket_bytes, &ddp_defaults);
+
 static dist_status check_options(const dist_ddp_options *o, const dist_params *p) {
   const char *w = "dist_ddp_create";
   if (o->first_bucket_bytes == 0 || o->bucket_bytes == 0)
@@ -49,8 +53,9 @@ dist_status dist_ddp_create(dist_params *p, const dist_ddp_options *o, dist_ddp 
   const char *what = "dist_ddp_create";
   if (!out) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: out is NULL", what);
   DIST_CHECK(dist__params_check(p, what));
-  dist_ddp_options opt = DIST_DDP_OPTIONS_INIT;
-  if (o) opt = *o;
+  /* An unreadable struct fails here, before any collective, as an unknown group does below. */
+  dist_ddp_options opt;
+  DIST_CHECK(dist__options_copy(&dist__ddp_options_kind, o, &opt, what));
   dist__group *g;
   DIST_CHECK(dist__require_initialized(what));
   dist_status s = dist__group_find(opt.group ? opt.group : p->group, &g);

@@ -55,6 +55,7 @@ struct dist_ddp {
 };
 
 /* ddp.c */
+extern const dist__options_kind dist__ddp_options_kind; /* DASO reads its `local` with it */
 dist_status dist__ddp_assign(dist_ddp *d, const int *order); /* sets nb, b, bucket_of, slot_of */
 dist_status dist__ddp_alloc_buffers(dist_ddp *d);           /* and d->be */
 void dist__ddp_free_buckets(dist__bucket *b, int nb);
