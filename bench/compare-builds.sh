@@ -121,12 +121,14 @@ if [ -z "$parse" ]; then
   [ -n "${LAUNCHER:-}" ] || [ "$(conf_launcher "$new")" = "$launcher" ] ||
     echo "compare-builds: note: the builds name different launchers; both run under '$launcher'"
   cores=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
-  cmd=${launcher%% *}
-  case $($cmd --version 2>&1 | head -n 3) in
-  *"Open MPI"* | *"OpenRTE"*) bind_opt="--bind-to core" ;;
-  *HYDRA*) bind_opt="-bind-to core" ;;
-  *slurm*) bind_opt="--cpu-bind=cores" ;;
-  *) bind_opt= ;;
+  cmd=${launcher%% *} bind_opt=''
+  case ${cmd##*/} in
+  srun) bind_opt="--cpu-bind=cores" ;;
+  mpirun* | mpiexec* | orterun)
+    case $($cmd --version 2>&1 | head -n 3) in
+    *"Open MPI"* | *OpenRTE*) bind_opt="--bind-to core" ;;
+    *HYDRA*) bind_opt="-bind-to core" ;;
+    esac ;;
   esac
   if [ -z "$out" ]; then out=$(mktemp -d /tmp/compare-builds.XXXXXX); else mkdir -p "$out"; fi
   {
