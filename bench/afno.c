@@ -17,19 +17,18 @@
  *   --quick: one 128 x 128 size, 2 steps (CI smoke run)
  * Environment: LAUNCHER (as for make check). */
 #define _GNU_SOURCE 1
-#include "config.h" /* DIST_DEFAULT_LAUNCHER: the launcher of the MPI this build uses */
+#include "bench_util.h"
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <cblas.h>
 #include <distmgr.h>
 #include <distmgr/afno.h>
+#include <distmgr/mpi.h>
 
 #ifndef SRCDIR
 #define SRCDIR "."
@@ -40,17 +39,6 @@ typedef struct options {
   int steps, warmup, quick;
   int embed, depth, blocks, patch, channels;
 } options;
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
 
 #define FAIL(what, s)                                                                               \
   do {                                                                                              \
@@ -91,35 +79,30 @@ static int worker(const options *o, int size, const char *mode) {
   dist_optim *opt = NULL;
   dist_adam_options ao = DIST_ADAM_OPTIONS_INIT;
   if ((s = dist_optim_adam(dist_afno_params(m), &ao, &opt))) FAIL("adam", s);
+  MPI_Comm world;
+  if ((s = dist_group_comm(NULL, &world))) FAIL("dist_group_comm", s);
   double times[64];
   int steps = o->steps > 64 ? 64 : o->steps;
   double loss = 0;
   for (int it = -o->warmup; it < steps; it++) {
     dist_barrier(NULL);
-    double t0 = now();
+    double t0 = bench_now();
     s = dist_afno_zero_grad(m);
     if (!s) s = dist_afno_forward(m, 1, x, y);
     if (!s) s = dist_afno_mse(m, 1, y, t, &loss, dy);
     if (!s) s = dist_afno_backward(m, dy);
     if (!s) s = dist_optim_step(opt);
     if (s) FAIL("training step", s);
-    double dt = now() - t0;
-    int64_t one[1] = {1};
-    dist_tensor tt = dist_tensor_host(&dt, DIST_F64, 1, one);
-    dist_all_reduce(NULL, &tt, DIST_MAX); /* the slowest rank */
+    double dt = bench_slowest(world, bench_now() - t0);
     if (it >= 0) times[it] = dt;
   }
-  qsort(times, (size_t)steps, sizeof(double), cmp_double);
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
-  double rss = (double)ru.ru_maxrss / 1024.0;
-  int64_t one[1] = {1};
-  dist_tensor tr = dist_tensor_host(&rss, DIST_F64, 1, one);
-  dist_all_reduce(NULL, &tr, DIST_MAX);
+  double rss = bench_slowest(world, (double)ru.ru_maxrss / 1024.0); /* the largest peak */
   if (R == 0 && strcmp(mode, "serial") == 0) printf("OpenBLAS core: %s\n", openblas_get_corename());
   if (R == 0)
     printf("result mode=%s np=%d size=%d step_ms=%.2f rss_mb=%.1f loss=%.6f params=%lld\n", mode, W, size,
-           1e3 * times[steps / 2], rss, loss, (long long)L.params_global);
+           1e3 * bench_median(times, steps), rss, loss, (long long)L.params_global);
   dist_optim_destroy(opt);
   dist_afno_destroy(m);
   free(x), free(t), free(y), free(dy);
@@ -210,24 +193,23 @@ int main(int argc, char **argv) {
   if (mode) return worker(&o, size, mode);
   if (o.quick) snprintf(o.sizes, sizeof o.sizes, "128"), o.steps = 2, o.warmup = 1;
 
-  const char *launcher = getenv("LAUNCHER");
-  if (!launcher || !*launcher) launcher = DIST_DEFAULT_LAUNCHER;
+  const char *launcher = bench_launcher();
   /* Debian's OpenBLAS 0.3.21 falls back to SSE3 kernels on CPUs newer than
    * itself (see models/afno_model.c): name the right ones, as a user would. */
   __builtin_cpu_init();
   if (!getenv("OPENBLAS_CORETYPE") && __builtin_cpu_supports("avx512f")) setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
   else if (!getenv("OPENBLAS_CORETYPE") && __builtin_cpu_supports("avx2")) setenv("OPENBLAS_CORETYPE", "Haswell", 1);
   char self[4096];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return fprintf(stderr, "bench/afno: cannot find own path\n"), 1;
-  self[n] = 0;
+  if (bench_self(self, sizeof self)) return fprintf(stderr, "bench/afno: cannot find own path\n"), 1;
   printf("bench/afno: training step (forward, MSE, backward, Adam), 1 sample %dx S x S, patch %d, embed %d, depth %d, "
          "%d blocks; median of %d steps (slowest rank), peak RSS = max over ranks; 1 BLAS thread per rank\n",
          o.channels, o.patch, o.embed, o.depth, o.blocks, o.steps);
   char list[128];
   snprintf(list, sizeof list, "%s", o.sizes);
-  char ratios[4096] = "";
-  size_t used = 0;
+  char *ratio_text = NULL; /* the ratio lines, printed after all the runs' output */
+  size_t ratio_len = 0;
+  FILE *ratios = open_memstream(&ratio_text, &ratio_len);
+  if (!ratios) return fprintf(stderr, "bench/afno: open_memstream failed\n"), 1;
   for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
     int S = atoi(tok);
     printf("== size %d x %d\n", S, S);
@@ -236,9 +218,7 @@ int main(int argc, char **argv) {
     result t1 = torch_peer(&o, S, 1);
     if (t1.ok) {
       torch_peer(&o, S, 2);
-      used += (size_t)snprintf(ratios + used, sizeof ratios - used,
-                               "ratio: afno %d step distmgr/PyTorch (1 thread) = %.3f (target <= 0.7)\n", S,
-                               one.step_ms / t1.step_ms);
+      bench_ratio(ratios, one.step_ms / t1.step_ms, "target <= 0.7", "afno %d step distmgr/PyTorch (1 thread)", S);
     } else {
       printf("SKIP: PyTorch peer (python3 cannot import torch; Debian: apt-get install python3-torch)\n");
     }
@@ -250,13 +230,15 @@ int main(int argc, char **argv) {
       result sp = launch(self, launcher, np, &o, S, "spatial");
       result mp = launch(self, launcher, np, &o, S, "model");
       if (!sp.ok || !mp.ok) return fprintf(stderr, "bench/afno: a %d-rank run failed\n", np), 1;
-      if (np == 2)
-        used += (size_t)snprintf(ratios + used, sizeof ratios - used,
-                                 "ratio: afno %d 2-rank spatial / 1-rank step = %.3f (target <= 0.6)\n"
-                                 "ratio: afno %d 2-rank spatial / 1-rank peak memory per rank = %.3f (target <= 0.6)\n",
-                                 S, sp.step_ms / one.step_ms, S, sp.rss_mb / one.rss_mb);
+      if (np == 2) {
+        bench_ratio(ratios, sp.step_ms / one.step_ms, "target <= 0.6", "afno %d 2-rank spatial / 1-rank step", S);
+        bench_ratio(ratios, sp.rss_mb / one.rss_mb, "target <= 0.6", "afno %d 2-rank spatial / 1-rank peak memory per rank",
+                    S);
+      }
     }
   }
-  fputs(ratios, stdout);
+  fclose(ratios);
+  fputs(ratio_text, stdout);
+  free(ratio_text);
   return 0;
 }

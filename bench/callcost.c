@@ -13,71 +13,67 @@
  *
  * Usage: bench/callcost [--ranks 2,4] [--rounds 9] [--calls 20000] [--quick]
  *        (LAUNCHER as for make check) */
-#include "config.h" /* DIST_DEFAULT_LAUNCHER */
+#include "bench_util.h"
 #include <distmgr.h>
 #include <distmgr/mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 enum { OPS = 2, MAXR = 64 };
 static const char *const op_name[OPS] = {"all_reduce", "all_to_all_v"};
 
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
+/* One worker's buffers: 4 floats for all-reduce, 16 per rank for all-to-all-v. */
+typedef struct bufs {
+  int op, calls, P;
+  float *x, *y;
+  int64_t *sizes;
+  int *cnt, *dsp;
+} bufs;
 
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp);
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-/* Microseconds per call of `calls` calls, the slowest rank's. */
-static double block(int op, int lib, int calls, float *x, float *y, int P, const int64_t *sizes, const int *cnt,
-                    const int *dsp) {
-  dist_tensor t4 = dist_tensor_host(x, DIST_F32, 1, (int64_t[1]){4});
-  dist_tensor tx = dist_tensor_host(x, DIST_F32, 1, (int64_t[1]){16 * (int64_t)P});
-  dist_tensor ty = dist_tensor_host(y, DIST_F32, 1, (int64_t[1]){16 * (int64_t)P});
+/* Microseconds per call of `calls` calls of op, distmgr's if lib, the slowest rank's. */
+static double block(const bufs *b, int lib, int calls) {
+  dist_tensor t4 = dist_tensor_host(b->x, DIST_F32, 1, (int64_t[1]){4});
+  dist_tensor tx = dist_tensor_host(b->x, DIST_F32, 1, (int64_t[1]){16 * (int64_t)b->P});
+  dist_tensor ty = dist_tensor_host(b->y, DIST_F32, 1, (int64_t[1]){16 * (int64_t)b->P});
   MPI_Barrier(MPI_COMM_WORLD);
-  double t0 = MPI_Wtime();
+  double t0 = bench_now();
   dist_status s = DIST_SUCCESS;
   for (int i = 0; i < calls && !s; i++) {
-    if (op == 0 && lib) s = dist_all_reduce(NULL, &t4, DIST_SUM);
-    else if (op == 0) MPI_Allreduce(MPI_IN_PLACE, x, 4, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    else if (lib) s = dist_all_to_all_v(NULL, &tx, &ty, 0, sizes, sizes);
-    else MPI_Alltoallv(x, cnt, dsp, MPI_FLOAT, y, cnt, dsp, MPI_FLOAT, MPI_COMM_WORLD);
+    if (b->op == 0 && lib) s = dist_all_reduce(NULL, &t4, DIST_SUM);
+    else if (b->op == 0) MPI_Allreduce(MPI_IN_PLACE, b->x, 4, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    else if (lib) s = dist_all_to_all_v(NULL, &tx, &ty, 0, b->sizes, b->sizes);
+    else MPI_Alltoallv(b->x, b->cnt, b->dsp, MPI_FLOAT, b->y, b->cnt, b->dsp, MPI_FLOAT, MPI_COMM_WORLD);
   }
   if (s) {
-    fprintf(stderr, "bench/callcost: %s: %s\n", op_name[op], dist_last_error());
+    fprintf(stderr, "bench/callcost: %s: %s\n", op_name[b->op], dist_last_error());
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
-  double us = (MPI_Wtime() - t0) / calls * 1e6, worst = 0;
-  MPI_Allreduce(&us, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return worst;
+  return bench_slowest(MPI_COMM_WORLD, (bench_now() - t0) / calls * 1e6);
 }
+
+/* bench_rounds' block: variant 0 is MPI, 1 distmgr. */
+static double round_block(void *ctx, int k) { return block(ctx, k, ((const bufs *)ctx)->calls); }
 
 static int worker(int rounds, int calls) {
   if (dist_manager_initialize() != DIST_SUCCESS) return fprintf(stderr, "bench/callcost: %s\n", dist_last_error()), 1;
   int P = 1, me = 0;
   dist_manager_world_size(&P);
   dist_manager_rank(&me);
-  float *x = calloc(16 * (size_t)P, sizeof *x), *y = calloc(16 * (size_t)P, sizeof *y);
-  int64_t *sizes = malloc(sizeof *sizes * (size_t)P);
-  int *cnt = malloc(sizeof *cnt * (size_t)P), *dsp = malloc(sizeof *dsp * (size_t)P);
-  for (int r = 0; r < P; r++) sizes[r] = cnt[r] = 16, dsp[r] = 16 * r;
-  for (int op = 0; op < OPS; op++) {
-    double mpi[MAXR], lib[MAXR];
-    block(op, 0, calls / 10, x, y, P, sizes, cnt, dsp); /* warm-up */
-    block(op, 1, calls / 10, x, y, P, sizes, cnt, dsp);
-    for (int r = 0; r < rounds; r++) {
-      mpi[r] = block(op, 0, calls, x, y, P, sizes, cnt, dsp);
-      lib[r] = block(op, 1, calls, x, y, P, sizes, cnt, dsp);
-    }
-    if (me == 0) printf("op=%s mpi_us=%.3f dist_us=%.3f\n", op_name[op], median(mpi, rounds), median(lib, rounds));
+  bufs b = {0, calls, P, NULL, NULL, NULL, NULL, NULL};
+  b.x = calloc(16 * (size_t)P, sizeof *b.x), b.y = calloc(16 * (size_t)P, sizeof *b.y);
+  b.sizes = malloc(sizeof *b.sizes * (size_t)P);
+  b.cnt = malloc(sizeof *b.cnt * (size_t)P), b.dsp = malloc(sizeof *b.dsp * (size_t)P);
+  for (int r = 0; r < P; r++) b.sizes[r] = b.cnt[r] = 16, b.dsp[r] = 16 * r;
+  for (b.op = 0; b.op < OPS; b.op++) {
+    double t[2 * MAXR];
+    block(&b, 0, calls / 10); /* warm-up */
+    block(&b, 1, calls / 10);
+    bench_rounds(2, rounds, 0, round_block, &b, t); /* MPI, then distmgr, every round */
+    if (me == 0)
+      printf("op=%s mpi_us=%.3f dist_us=%.3f\n", op_name[b.op], bench_median(t, rounds), bench_median(t + rounds, rounds));
   }
-  free(x), free(y), free(sizes), free(cnt), free(dsp);
+  free(b.x), free(b.y), free(b.sizes), free(b.cnt), free(b.dsp);
   return dist_manager_finalize() != DIST_SUCCESS;
 }
 
@@ -95,12 +91,9 @@ int main(int argc, char **argv) {
   if (rounds < 1 || rounds > MAXR || calls < 10) return fprintf(stderr, "bench/callcost: --rounds 1..64, --calls >= 10\n"), 2;
   if (is_worker) return worker(rounds, calls);
 
-  const char *launcher = getenv("LAUNCHER");
-  if (!launcher || !*launcher) launcher = DIST_DEFAULT_LAUNCHER;
-  char self[4096]; /* the libtool wrapper re-execs the real binary: launch what we are */
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return fprintf(stderr, "bench/callcost: cannot find own path\n"), 1;
-  self[n] = 0;
+  const char *launcher = bench_launcher();
+  char self[4096];
+  if (bench_self(self, sizeof self)) return fprintf(stderr, "bench/callcost: cannot find own path\n"), 1;
   printf("bench/callcost: microseconds per call, median of %d blocks of %d calls, slowest rank (launcher: %s N)\n",
          rounds, calls, launcher);
   printf("%-13s %5s %6s %9s %9s %9s %7s\n", "op", "ranks", "verify", "MPI_us", "dist_us", "extra_us", "ratio");
@@ -120,8 +113,9 @@ int main(int argc, char **argv) {
         if (sscanf(line, "op=%31s mpi_us=%lf dist_us=%lf", name, &m, &d) == 3) {
           found++;
           printf("%-13s %5d %6d %9.3f %9.3f %9.3f %7.3f\n", name, np, verify, m, d, d - m, d / m);
-          printf("ratio: callcost %s np=%d verify=%d distmgr/MPI = %.3f (%.3f us extra per call)\n", name, np, verify,
-                 d / m, d - m);
+          char note[64];
+          snprintf(note, sizeof note, "%.3f us extra per call", d - m);
+          bench_ratio(stdout, d / m, note, "callcost %s np=%d verify=%d distmgr/MPI", name, np, verify);
         } else {
           fputs(line, stderr);
         }

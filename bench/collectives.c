@@ -21,19 +21,18 @@
  * --quick (the CI smoke run): sizes up to 1 MiB and 3 rounds.
  * Exits non-zero only on errors (a failed call, a wrong result), never on a
  * missed target: those are reported in the `ratio:` lines. */
-#include "config.h" /* DIST_DEFAULT_LAUNCHER: the launcher of the MPI this build uses */
+#include "bench_util.h"
 #include <distmgr.h>
 #include <distmgr/mpi.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define KIB 1024LL
 #define MIB (1024LL * 1024LL)
 #define TARGET_FROM_BYTES (64 * KIB) /* the target applies from this size up */
-#define TARGET_RATIO 1.05
+#define TARGET_NOTE "target <= 1.05"
 #define BLOCK_SECONDS 0.02 /* long enough for the clock and scheduler noise */
 #define MAX_ROUNDS 50
 
@@ -175,29 +174,26 @@ static void verify_all_to_all_v(bench *b) {
 /* Seconds per call over `iters` calls, the slowest rank's. */
 static double time_block(bench *b, int op, int dist, int iters) {
   MPI_Barrier(b->comm);
-  double t0 = MPI_Wtime();
+  double t0 = bench_now();
   for (int i = 0; i < iters; i++)
     if (dist) run_dist(b, op);
     else run_mpi(b, op);
-  double t = (MPI_Wtime() - t0) / iters;
-  MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, b->comm);
-  return t;
+  return bench_slowest(b->comm, (bench_now() - t0) / iters);
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
+/* bench_rounds' block: variant 0 is MPI, 1 distmgr. */
+typedef struct block_arg {
+  bench *b;
+  int op, iters;
+} block_arg;
 
-static double median(double *v, int n) {
-  qsort(v, n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+static double block(void *ctx, int k) {
+  block_arg *a = ctx;
+  return time_block(a->b, a->op, k, a->iters);
 }
 
 /* One size: median seconds per call of each side, and the median over rounds
- * of distmgr's block time over the adjacent MPI block's. The paired ratio
- * cancels load that drifts between rounds (other jobs on the shared cores),
- * which the ratio of two medians does not. */
+ * of distmgr's block time over the adjacent MPI block's (bench_paired_ratio). */
 typedef struct timing {
   double mpi, dist, ratio;
 } timing;
@@ -208,13 +204,11 @@ static timing measure(bench *b, int op, int rounds) {
   if (other > one) one = other;
   int iters = one > 0 ? (int)(BLOCK_SECONDS / one) + 1 : 1000;
   if (iters > 1000) iters = 1000;
-  double mpi[MAX_ROUNDS], dist[MAX_ROUNDS], ratio[MAX_ROUNDS];
-  for (int r = 0; r < rounds; r++) { /* swap the order each round: no side always goes first */
-    if (r % 2 == 0) mpi[r] = time_block(b, op, 0, iters), dist[r] = time_block(b, op, 1, iters);
-    else dist[r] = time_block(b, op, 1, iters), mpi[r] = time_block(b, op, 0, iters);
-    ratio[r] = dist[r] / mpi[r];
-  }
-  return (timing){median(mpi, rounds), median(dist, rounds), median(ratio, rounds)};
+  double t[2 * MAX_ROUNDS];
+  block_arg a = {b, op, iters};
+  bench_rounds(2, rounds, 1, block, &a, t); /* the order swaps each round: no side always goes first */
+  const double *mpi = t, *dist = t + rounds;
+  return (timing){bench_median(mpi, rounds), bench_median(dist, rounds), bench_paired_ratio(dist, mpi, rounds)};
 }
 
 /* Bus bandwidth in GB/s as nccl-tests defines it. */
@@ -350,8 +344,8 @@ static int parse(int argc, char **argv, options *o) {
 
 static void print_ratios(const worst_line *w, int nw) {
   for (int i = 0; i < nw; i++)
-    printf("ratio: %s distmgr/MPI np=%d verify=%d worst >=%lldKiB = %.3f (target <= %.2f)\n", w[i].op, w[i].np,
-           w[i].verify, TARGET_FROM_BYTES / KIB, w[i].ratio, TARGET_RATIO);
+    bench_ratio(stdout, w[i].ratio, TARGET_NOTE, "%s distmgr/MPI np=%d verify=%d worst >=%lldKiB", w[i].op, w[i].np,
+                w[i].verify, TARGET_FROM_BYTES / KIB);
 }
 
 int main(int argc, char **argv) {
@@ -360,13 +354,9 @@ int main(int argc, char **argv) {
   if (mode < 0) return usage(argv[0]), 2;
   if (mode == 1) return worker(&o);
 
-  const char *launcher = getenv("LAUNCHER");
-  if (!launcher || !*launcher) launcher = DIST_DEFAULT_LAUNCHER;
-  /* The libtool wrapper re-execs the real binary; launch what we are. */
+  const char *launcher = bench_launcher();
   char self[4096];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return fprintf(stderr, "bench/collectives: cannot find own path\n"), 1;
-  self[n] = 0;
+  if (bench_self(self, sizeof self)) return fprintf(stderr, "bench/collectives: cannot find own path\n"), 1;
 
   printf("bench/collectives: f32, bytes per rank; %d rounds of alternating MPI/distmgr blocks, slowest rank;\n"
          "times: median per side; ratio: median of distmgr/MPI over adjacent blocks\n"

@@ -40,7 +40,7 @@
  * two-nodes.sh; default: found next to the program or in ./tests),
  * TWO_NODES_PREFIX (namespace names; default bdaso<pid>).
  * Exits non-zero only on errors, never on a missed target. */
-#include "config.h" /* DIST_DEFAULT_LAUNCHER: the launcher of the MPI this build uses */
+#include "bench_util.h"
 #include <distmgr.h>
 #include <distmgr/mpi.h>
 #include <math.h>
@@ -50,7 +50,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #define NP 4
@@ -60,8 +59,8 @@
 #define D_OUT 16
 #define TEACHER_H 64
 #define EVAL_SAMPLES 1024
-#define TARGET_TIME 0.66
-#define TARGET_LOSS 1.05
+#define TARGET_TIME "target <= 0.66"
+#define TARGET_LOSS "target <= 1.05"
 #define MOMENTUM 0.9
 
 typedef struct options {
@@ -323,12 +322,6 @@ static void fail(const char *what, dist_status s) {
 static dist_status mark_ddp(void *ctx, int i) { return dist_ddp_mark_ready(ctx, i); }
 static dist_status mark_daso(void *ctx, int i) { return dist_daso_mark_ready(ctx, i); }
 
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* veth byte counters (rank 0 in node 0 sees node 0's end); -1 if unreadable. */
 static double read_counter(const char *ifname, const char *which) {
   if (!ifname) return -1;
@@ -349,17 +342,17 @@ static double train_epoch(run *r, int mode, int epoch, const options *o, const t
   for (int b = 0; b < o->batches; b++) {
     make_batch(t, 1 + (uint64_t)g_rank, (uint64_t)epoch, (uint64_t)b, o->batch, sc->x, sc->y);
     CHECK(dist_optim_zero_grad(r->m.opt));
-    double t0 = now();
+    double t0 = bench_now();
     forward(&r->m, sc, o->batch);
     sum += loss_grad(sc, o->batch, sc->dact[NLAYERS - 1]);
     if (mode == DDP) {
       CHECK(backward(&r->m, sc, o->batch, mark_ddp, r->ddp));
-      busy += now() - t0;
+      busy += bench_now() - t0;
       CHECK(dist_ddp_finalize(r->ddp));
       CHECK(dist_optim_step(r->m.opt));
     } else {
       CHECK(backward(&r->m, sc, o->batch, mark_daso, r->daso));
-      busy += now() - t0;
+      busy += bench_now() - t0;
       CHECK(dist_daso_step(r->daso));
     }
   }
@@ -485,10 +478,10 @@ static int worker(const options *o) {
       }
       double tx0 = read_counter(veth, "tx"), rx0 = read_counter(veth, "rx"), compute;
       MPI_Barrier(world);
-      double t0 = MPI_Wtime();
+      double t0 = bench_now();
       double loss = train_epoch(R, mode, e, o, t, &sc, world, &compute);
       MPI_Barrier(world);
-      double sec = MPI_Wtime() - t0;
+      double sec = bench_now() - t0;
       double tx = read_counter(veth, "tx") - tx0, rx = read_counter(veth, "rx") - rx0;
       MPI_Allreduce(MPI_IN_PLACE, &compute, 1, MPI_DOUBLE, MPI_SUM, world);
       compute /= size;
@@ -669,9 +662,9 @@ static void summary(const result res[NMODES], const reach *rch, int netns) {
     const char *n = mode_names[m];
     double tr = b->seconds / a->seconds, lr = b->loss / a->loss, br = a->bytes > 0 ? b->bytes / a->bytes : NAN;
     printf("info: %s/ddp bytes between nodes per epoch = %.3f (%s)\n", n, br, netns ? "veth counters" : "library counters");
-    if (netns) printf("ratio: %s/ddp time per epoch = %.3f (target <= %.2f)\n", n, tr, TARGET_TIME);
+    if (netns) bench_ratio(stdout, tr, TARGET_TIME, "%s/ddp time per epoch", n);
     else printf("info: %s/ddp time per epoch = %.3f (one machine, no shaped link: not meaningful)\n", n, tr);
-    printf("ratio: %s/ddp final loss = %.3f (target <= %.2f)\n", n, lr, TARGET_LOSS);
+    bench_ratio(stdout, lr, TARGET_LOSS, "%s/ddp final loss", n);
   }
   if (rch->have)
     printf("info: ddp reached daso's final train loss after %.2f epochs, %.1f s; daso/ddp time to that loss = %.3f%s\n",
@@ -686,11 +679,8 @@ int main(int argc, char **argv) {
   if (mode < 0) return usage(argv[0]), 2;
   if (mode == 1) return worker(&o);
 
-  /* The libtool wrapper re-execs the real binary; launch what we are. */
   char self[4096];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return fprintf(stderr, "bench/daso: cannot find own path\n"), 1;
-  self[n] = 0;
+  if (bench_self(self, sizeof self)) return fprintf(stderr, "bench/daso: cannot find own path\n"), 1;
   int limit = o.quick ? 300 : 3600; /* a hang must end the run, not stall CI */
   char args[512], cmd[16384];
   snprintf(args, sizeof args, "--worker --epochs %d --batches %d --params %lld --batch-size %d --lr %g", o.epochs, o.batches,
@@ -740,8 +730,7 @@ int main(int argc, char **argv) {
     if (sh(cmd) != 0) fprintf(stderr, "bench/daso: warning: two-nodes.sh down failed\n");
     g_up = 0;
   } else {
-    const char *launcher = getenv("LAUNCHER");
-    if (!launcher || !*launcher) launcher = DIST_DEFAULT_LAUNCHER;
+    const char *launcher = bench_launcher();
     printf("bench/daso: 4 ranks as 2 nodes of 2 on one machine (DIST_RANKS_PER_NODE=2; launcher: %s 4)\n", launcher);
     snprintf(cmd, sizeof cmd, "timeout -k 10 %d %s %d '%s' %s --ranks-per-node %d 2>&1", limit, launcher, NP, self, args,
              RANKS_PER_NODE);

@@ -67,7 +67,8 @@
  *   --quick (the CI smoke run): unless given, --ranks 2 --bc 8 --sizes 64x64 --reps 2.
  * Exits non-zero only on errors (a failed call, a wrong result), never on a
  * missed target: those are reported in the `ratio:` lines. */
-#include "config.h" /* DIST_DEFAULT_LAUNCHER: the launcher of the MPI this build uses */
+#include "config.h" /* HAVE_FFTW_MPI, DIST_FFTW_MPI_SKIP */
+#include "bench_util.h"
 #include <distmgr.h>
 #include <distmgr/fft.h>
 #include <distmgr/mapping.h>
@@ -84,8 +85,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #define TARGET_12 "1.0"
 #define TARGET_13 "0.8"
@@ -132,22 +131,13 @@ typedef struct span {
   double start, end;
 } span;
 
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
 /* Reduce n spans to the slowest-rank seconds of each, into out[n]. */
 static void span_times(const ctx *c, const span *sp, int n, double *out) {
   double v[64];
   for (int i = 0; i < n; i++)
     if (c->one_node) v[i] = sp[i].end, v[n + i] = -sp[i].start;
     else v[i] = sp[i].end - sp[i].start, v[n + i] = 0;
-  if (MPI_Allreduce(MPI_IN_PLACE, v, 2 * n, MPI_DOUBLE, MPI_MAX, c->comm) != MPI_SUCCESS) {
-    fprintf(stderr, "bench/fft: MPI_Allreduce failed\n");
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
+  bench_max(c->comm, v, 2 * n);
   for (int i = 0; i < n; i++) out[i] = v[i] + v[n + i];
 }
 
@@ -322,7 +312,7 @@ static void a2a(const ctx *c, sz *s, int forward) {
 static void run_model(const ctx *c, sz *s, span *t) {
   for (int p = 0; p < M_COUNT; p++) {
     MPI_Barrier(c->comm);
-    t[p].start = now();
+    t[p].start = bench_now();
     switch (p) {
     case M_R2C: fftwf_execute(s->m_r2c); break;
     case M_A2A_F: a2a(c, s, 1); break;
@@ -332,7 +322,7 @@ static void run_model(const ctx *c, sz *s, span *t) {
     case M_C2R: fftwf_execute(s->m_c2r); break;
     case M_COPY: memcpy(s->m_z, s->m_y, s->copy_bytes); break;
     }
-    t[p].end = now();
+    t[p].end = bench_now();
   }
 }
 
@@ -360,11 +350,11 @@ static span timed(const ctx *c, sz *s, int v, span *mt) {
     return (span){0, 0};
   }
   MPI_Barrier(c->comm);
-  span t = {now(), 0};
+  span t = {bench_now(), 0};
   if (v == V_DIST) run_dist(s);
   else if (v == V_FFTW) run_fftw(s);
   else run_conv_fwd(s), run_conv_inv(s);
-  t.end = now();
+  t.end = bench_now();
   return t;
 }
 
@@ -565,14 +555,14 @@ static errs check(const ctx *c, sz *s) {
   long long cnt = 0;
   int64_t BC = s->BC, H = s->H;
 
-  t0 = MPI_Wtime();
+  t0 = bench_now();
   check_dist(dist_fft_forward(s->plan, &s->t_in, &s->t_out), "dist_fft_forward");
-  t[0] = MPI_Wtime() - t0;
+  t[0] = bench_now() - t0;
   if (!WITH_FFTW_MPI) cnt = check_serial(s, m);
   else {
-    t0 = MPI_Wtime();
+    t0 = bench_now();
     fftwf_execute(s->f_fwd);
-    t[1] = MPI_Wtime() - t0;
+    t[1] = bench_now() - t0;
 
     /* distmgr [H, BC, kl_d] against FFTW [ln1, H, BC] on the common k */
     const cplx *F = (const cplx *)s->f_data;
@@ -589,9 +579,9 @@ static errs check(const ctx *c, sz *s) {
         }
 
     /* variant 3 (FFTW-MPI on the channel-first data), [BC, ln1, H], against distmgr */
-    t0 = MPI_Wtime();
+    t0 = bench_now();
     run_conv_fwd(s);
-    t[2] = MPI_Wtime() - t0;
+    t[2] = bench_now() - t0;
     for (int64_t k = lo; k < hi; k++)
       for (int64_t bc = 0; bc < BC; bc++)
         for (int64_t h = 0; h < H; h++) {
@@ -604,13 +594,13 @@ static errs check(const ctx *c, sz *s) {
   }
 
   /* round trips: distmgr's inverse (normalised) and variant 3's (times N) */
-  t0 = MPI_Wtime();
+  t0 = bench_now();
   check_dist(dist_fft_inverse(s->plan, &s->t_out, &s->t_in), "dist_fft_inverse");
-  t[0] += MPI_Wtime() - t0;
+  t[0] += bench_now() - t0;
   if (WITH_FFTW_MPI) {
-    t0 = MPI_Wtime();
+    t0 = bench_now();
     run_conv_inv(s);
-    t[2] += MPI_Wtime() - t0;
+    t[2] += bench_now() - t0;
   }
   for (int64_t bc = 0; bc < BC; bc++)
     for (int64_t h = 0; h < s->hl_d; h++)
@@ -629,12 +619,12 @@ static errs check(const ctx *c, sz *s) {
       }
   span mt[M_COUNT];
   prep(s, V_MODEL);
-  t0 = MPI_Wtime();
+  t0 = bench_now();
   run_model(c, s, mt);
-  t[3] = MPI_Wtime() - t0;
+  t[3] = bench_now() - t0;
 
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, m, 8, MPI_DOUBLE, MPI_MAX, c->comm), "MPI_Allreduce");
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, t, 4, MPI_DOUBLE, MPI_MAX, c->comm), "MPI_Allreduce");
+  bench_max(c->comm, t, 4);
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, &cnt, 1, MPI_LONG_LONG, MPI_SUM, c->comm), "MPI_Allreduce");
   errs e;
   e.fwd = m[1] > 0 ? m[0] / m[1] : m[0];
@@ -650,18 +640,6 @@ static errs check(const ctx *c, sz *s) {
 }
 
 /* ---- timing ----------------------------------------------------------------- */
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(const double *v, int n) {
-  double tmp[MAX_REPS > 64 ? MAX_REPS : 64];
-  memcpy(tmp, v, n * sizeof *v);
-  qsort(tmp, n, sizeof *tmp, cmp_double);
-  return n % 2 ? tmp[n / 2] : (tmp[n / 2 - 1] + tmp[n / 2]) / 2;
-}
 
 static void bench_size(const ctx *c, int64_t B, int64_t C, int64_t H, int64_t W, const options *o) {
   sz s;
@@ -693,12 +671,12 @@ static void bench_size(const ctx *c, int64_t B, int64_t C, int64_t H, int64_t W,
     return;
   }
 
-  double tp = MPI_Wtime();
+  double tp = bench_now();
   setup_dist(c, &s);
-  double t_plan_dist = MPI_Wtime() - tp;
-  tp = MPI_Wtime();
+  double t_plan_dist = bench_now() - tp;
+  tp = bench_now();
   setup_fftw(c, &s);
-  double t_plan_fftw = MPI_Wtime() - tp;
+  double t_plan_fftw = bench_now() - tp;
   setup_model(c, &s);
   fill(&s);
   MPI_Barrier(c->comm);
@@ -709,7 +687,7 @@ static void bench_size(const ctx *c, int64_t B, int64_t C, int64_t H, int64_t W,
   check_mpi(MPI_Allreduce(&rss, &node_rss, 1, MPI_DOUBLE, MPI_SUM, c->node), "MPI_Allreduce");
   double ws = (double)dist_fft_workspace_bytes(s.plan), plans[2] = {t_plan_dist, t_plan_fftw};
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, &ws, 1, MPI_DOUBLE, MPI_MAX, c->comm), "MPI_Allreduce");
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, plans, 2, MPI_DOUBLE, MPI_MAX, c->comm), "MPI_Allreduce");
+  bench_max(c->comm, plans, 2);
 
   int reps = o->reps;
   if (reps <= 0) {
@@ -768,9 +746,9 @@ static void bench_size(const ctx *c, int64_t B, int64_t C, int64_t H, int64_t W,
 
   if (c->rank == 0) {
     double ms[V_COUNT], ph[M_COUNT];
-    for (int v = 0; v < V_COUNT; v++) ms[v] = median(tv[v], reps) * 1e3;
-    for (int p = 0; p < M_COUNT; p++) ph[p] = median(mt[p], reps) * 1e3;
-    double q12 = median(r12, reps), q13 = median(r13, reps), q14 = median(r14, reps);
+    for (int v = 0; v < V_COUNT; v++) ms[v] = bench_median(tv[v], reps) * 1e3;
+    for (int p = 0; p < M_COUNT; p++) ph[p] = bench_median(mt[p], reps) * 1e3;
+    double q12 = bench_median(r12, reps), q13 = bench_median(r13, reps), q14 = bench_median(r14, reps);
     static const char *const names[V_COUNT] = {
         "1 distmgr          [B,C,H,W] -> [H,B,C,k1] -> back", "2 FFTW-MPI         interleaved [H,W,B*C], in place",
         "3 FFTW-MPI + copy  [B*C,H,W] <-> FFTW <-> [B*C,k1,H]", "4 limit model      local FFTs + 2 MPI_Alltoallv"};
@@ -892,13 +870,13 @@ static void print_ratios(const result *r, int n) {
   print_fftw_mpi_skip();
   for (int i = 0; i < n; i++) {
     if (!isnan(r[i].r12))
-      printf("ratio: fft 1/2 np%d BC=%lld %lldx%lld = %.3f (target <= " TARGET_12 ")\n", r[i].np, r[i].bc, r[i].h,
-             r[i].w, r[i].r12);
+      bench_ratio(stdout, r[i].r12, "target <= " TARGET_12, "fft 1/2 np%d BC=%lld %lldx%lld", r[i].np, r[i].bc, r[i].h,
+                  r[i].w);
     if (!isnan(r[i].r13))
-      printf("ratio: fft 1/3 np%d BC=%lld %lldx%lld = %.3f (target <= " TARGET_13 ")\n", r[i].np, r[i].bc, r[i].h,
-             r[i].w, r[i].r13);
-    printf("ratio: fft 1/4 np%d BC=%lld %lldx%lld = %.3f (target <= " TARGET_14 ")\n", r[i].np, r[i].bc, r[i].h, r[i].w,
-           r[i].r14);
+      bench_ratio(stdout, r[i].r13, "target <= " TARGET_13, "fft 1/3 np%d BC=%lld %lldx%lld", r[i].np, r[i].bc, r[i].h,
+                  r[i].w);
+    bench_ratio(stdout, r[i].r14, "target <= " TARGET_14, "fft 1/4 np%d BC=%lld %lldx%lld", r[i].np, r[i].bc, r[i].h,
+                r[i].w);
   }
 }
 
@@ -950,13 +928,9 @@ int main(int argc, char **argv) {
   if (mode < 0) return usage(argv[0]), 2;
   if (mode == 1) return worker(&o);
 
-  const char *launcher = getenv("LAUNCHER");
-  if (!launcher || !*launcher) launcher = DIST_DEFAULT_LAUNCHER;
-  /* The libtool wrapper re-execs the real binary; launch what we are. */
+  const char *launcher = bench_launcher();
   char self[4096];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return fprintf(stderr, "bench/fft: cannot find own path\n"), 1;
-  self[n] = 0;
+  if (bench_self(self, sizeof self)) return fprintf(stderr, "bench/fft: cannot find own path\n"), 1;
 
   const char *verify = getenv("DIST_VERIFY");
   printf("bench/fft: 2-D r2c over [B, C, H, W] f32 split along H, forward + inverse, slowest rank, ms;\n"

@@ -21,6 +21,7 @@
 #include "config.h"
 #endif
 
+#include "bench_util.h"
 #include <distmgr.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,15 +82,6 @@ static double block_ms(op_fn f, void *ctx, int reps) {
   return ms / reps;
 }
 
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_d);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* Calls per block so that one block lasts about 20 ms (at least 3). */
 static int reps_for(op_fn f, void *ctx) {
   double ms = block_ms(f, ctx, 3);
@@ -101,19 +93,28 @@ typedef struct {
   double a_ms, b_ms, ratio; /* medians; ratio = a / b per round */
 } pair_time;
 
-/* A (distmgr) against B (the reference), alternating blocks. */
+/* bench_rounds' block: variant 0 is A (distmgr), 1 is B (the reference). */
+typedef struct pair_arg {
+  op_fn f[2];
+  void *ctx[2];
+  int reps[2];
+} pair_arg;
+
+static double pair_block(void *arg, int k) {
+  pair_arg *p = arg;
+  return block_ms(p->f[k], p->ctx[k], p->reps[k]);
+}
+
+/* A (distmgr) against B (the reference), alternating blocks, A first. */
 static pair_time compare(op_fn a, void *actx, op_fn b, void *bctx) {
   for (int i = 0; i < 3; i++) a(actx), b(bctx); /* warm-up: plans, communicators, caches */
   CK(cudaStreamSynchronize(S));
-  int ra = reps_for(a, actx), rb = reps_for(b, bctx);
-  double ta[64], tb[64], q[64];
-  for (int r = 0; r < rounds; r++) {
-    ta[r] = block_ms(a, actx, ra);
-    tb[r] = block_ms(b, bctx, rb);
-    q[r] = ta[r] / tb[r];
-  }
-  pair_time t = {median(ta, rounds), median(tb, rounds), median(q, rounds)};
-  return t;
+  pair_arg p = {{a, b}, {actx, bctx}, {reps_for(a, actx), reps_for(b, bctx)}};
+  double t[2 * 64];
+  bench_rounds(2, rounds, 0, pair_block, &p, t);
+  const double *ta = t, *tb = t + rounds;
+  pair_time r = {bench_median(ta, rounds), bench_median(tb, rounds), bench_paired_ratio(ta, tb, rounds)};
+  return r;
 }
 
 static double single(op_fn f, void *ctx) {
@@ -121,7 +122,7 @@ static double single(op_fn f, void *ctx) {
   int r = reps_for(f, ctx);
   double t[64];
   for (int k = 0; k < rounds; k++) t[k] = block_ms(f, ctx, r);
-  return median(t, rounds);
+  return bench_median(t, rounds);
 }
 
 static void *dev_alloc(size_t bytes) {
@@ -244,8 +245,8 @@ static void bench_collectives(int dev) {
       printf("%-13s %10lld %12.4f %12.4f %8.3f\n", op ? "all_to_all_v" : "all_reduce", bytes, t.a_ms, t.b_ms, t.ratio);
       worst[op] = t.ratio > worst[op] ? t.ratio : worst[op];
     }
-  printf("ratio: device all_reduce distmgr/NCCL, worst from 1 MiB = %.3f (target <= 1.05)\n", worst[0]);
-  printf("ratio: device all_to_all_v distmgr/NCCL, worst from 1 MiB = %.3f (target <= 1.05)\n", worst[1]);
+  bench_ratio(stdout, worst[0], "target <= 1.05", "device all_reduce distmgr/NCCL, worst from 1 MiB");
+  bench_ratio(stdout, worst[1], "target <= 1.05", "device all_to_all_v distmgr/NCCL, worst from 1 MiB");
   CK(cudaFree(c.x));
   CK(cudaFree(c.y));
   NK(ncclCommDestroy(c.comm));
@@ -338,9 +339,9 @@ static void bench_fft(int dev) {
     CK(cudaFree(x.out));
     CK(cudaFree(x.ref_out));
   }
-  printf("ratio: device fft distmgr (1 rank)/cuFFT, worst = %.3f (target <= 1.10)\n", worst);
-  printf("ratio: device fft bytes moved / HBM bandwidth, best = %.3f (minimum bytes: input read + output written once)\n",
-         best_frac);
+  bench_ratio(stdout, worst, "target <= 1.10", "device fft distmgr (1 rank)/cuFFT, worst");
+  bench_ratio(stdout, best_frac, "minimum bytes: input read + output written once",
+              "device fft bytes moved / HBM bandwidth, best");
 }
 
 /* ---- DDP ------------------------------------------------------------------------- */
@@ -411,8 +412,8 @@ static void bench_ddp(int dev) {
     CK(cudaFree(data));
     CK(cudaFree(grad));
   }
-  printf("ratio: device ddp distmgr (grad_as_bucket_view)/one NCCL all-reduce of all bytes = %.3f (target <= 1.10)\n",
-         worst);
+  bench_ratio(stdout, worst, "target <= 1.10",
+              "device ddp distmgr (grad_as_bucket_view)/one NCCL all-reduce of all bytes");
   CK(cudaFree(x.flat));
   NK(ncclCommDestroy(x.comm));
 }
@@ -459,7 +460,7 @@ static void bench_optim(int dev) {
     dist_optim_destroy(x.o);
     dist_params_destroy(p);
   }
-  printf("ratio: device optimizer step bandwidth / HBM bandwidth, worst = %.3f (target >= 0.70)\n", worst);
+  bench_ratio(stdout, worst, "target >= 0.70", "device optimizer step bandwidth / HBM bandwidth, worst");
   CK(cudaFree(data));
   CK(cudaFree(grad));
 }

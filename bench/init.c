@@ -11,20 +11,14 @@
  * distmgr's own work after the application initialized MPI.
  *
  * Usage: bench/init [--ranks 2,4] [--reps 9]      (LAUNCHER as for make check) */
-#include "config.h" /* DIST_DEFAULT_LAUNCHER: the launcher of the MPI this build uses */
+#include "bench_util.h"
 #include <distmgr.h>
 #include <distmgr/mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
-static double now_us(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
-}
+static double now_us(void) { return bench_now() * 1e6; }
 
 static void tree(void) {
   int w;
@@ -40,9 +34,9 @@ static void tree(void) {
 
 /* Print the slowest rank's value(s) as "key=value" on rank 0. */
 static void report(const char *key, double v, const char *key2, double v2) {
-  double in[2] = {v, v2}, out[2];
+  double out[2] = {v, v2};
   int r;
-  MPI_Reduce(in, out, 2, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+  bench_max(MPI_COMM_WORLD, out, 2);
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
   if (r == 0) printf("%s=%.1f %s=%.1f\n", key, out[0], key2, out[1]);
 }
@@ -86,11 +80,6 @@ static int worker(const char *mode) {
   return 0;
 }
 
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 /* Launch one worker run; read its "total_us=.. groups_us=.." line. */
 static int launch(const char *self, const char *launcher, int np, const char *mode, double *total, double *groups) {
   char cmd[1024], line[256];
@@ -115,13 +104,9 @@ int main(int argc, char **argv) {
     else return fprintf(stderr, "usage: %s [--ranks 2,4] [--reps 9]\n", argv[0]), 2;
   }
   if (reps < 1 || reps > 100) return fprintf(stderr, "bench/init: --reps must be 1..100\n"), 2;
-  const char *launcher = getenv("LAUNCHER");
-  if (!launcher || !*launcher) launcher = DIST_DEFAULT_LAUNCHER;
-  /* The libtool wrapper re-execs the real binary; launch what we are. */
+  const char *launcher = bench_launcher();
   char self[4096];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return fprintf(stderr, "bench/init: cannot find own path\n"), 1;
-  self[n] = 0;
+  if (bench_self(self, sizeof self)) return fprintf(stderr, "bench/init: cannot find own path\n"), 1;
 
   printf("bench/init: median of %d launches each, slowest rank, microseconds (launcher: %s N)\n", reps, launcher);
   printf("%5s %14s %14s %8s | %16s %16s\n", "ranks", "MPI init+split", "distmgr", "ratio", "MPI splits only",
@@ -138,14 +123,10 @@ int main(int argc, char **argv) {
           launch(self, launcher, np, "dist-after-mpi", &g, &after[r]))
         return fprintf(stderr, "bench/init: a launch at %d ranks failed\n", np), 1;
     }
-    qsort(mpi, reps, sizeof(double), cmp);
-    qsort(dist, reps, sizeof(double), cmp);
-    qsort(split, reps, sizeof(double), cmp);
-    qsort(after, reps, sizeof(double), cmp);
-    double ratio = dist[reps / 2] / mpi[reps / 2];
-    printf("%5d %14.0f %14.0f %8.3f | %16.0f %16.0f\n", np, mpi[reps / 2], dist[reps / 2], ratio, split[reps / 2],
-           after[reps / 2]);
-    printf("ratio: init+tree distmgr/MPI at %d ranks = %.3f (target <= 1.2)\n", np, ratio);
+    double m_mpi = bench_median(mpi, reps), m_dist = bench_median(dist, reps), ratio = m_dist / m_mpi;
+    printf("%5d %14.0f %14.0f %8.3f | %16.0f %16.0f\n", np, m_mpi, m_dist, ratio, bench_median(split, reps),
+           bench_median(after, reps));
+    bench_ratio(stdout, ratio, "target <= 1.2", "init+tree distmgr/MPI at %d ranks", np);
     worst |= ratio > 1.2;
   }
   (void)worst; /* a missed target is reported in the ratio lines, not as a failure */

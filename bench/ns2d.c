@@ -25,7 +25,7 @@
  *   --quick: one 64 x 64 size, 3 steps x 2 blocks (CI smoke run)
  * Environment: LAUNCHER (as for make check), PYTHON. */
 #define _GNU_SOURCE 1
-#include "config.h" /* DIST_DEFAULT_LAUNCHER: the launcher of the MPI this build uses */
+#include "bench_util.h"
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -33,10 +33,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <distmgr.h>
+#include <distmgr/mpi.h>
 
 #include "../examples/ns2d.h"
 
@@ -69,17 +69,6 @@ typedef struct options {
   int ranks[MAX_LIST], nranks;
   int steps, repeats, warmup, quick;
 } options;
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
 
 /* A whole decimal int in [lo, hi], or -1 (lo >= 0 everywhere here). */
 static int parse_int(const char *s, int lo, int hi) {
@@ -124,20 +113,17 @@ static int worker(const options *o, int n) {
   if ((s = ns2d_create(&c, &m))) FAIL("ns2d_create", s);
   if ((s = ns2d_random_init(m, INIT_SEED, INIT_K0, INIT_ENERGY))) FAIL("ns2d_random_init", s);
   if ((s = ns2d_step(m, o->warmup))) FAIL("warm-up steps", s);
+  MPI_Comm world;
+  if ((s = dist_group_comm(NULL, &world))) FAIL("dist_group_comm", s);
   double *block = malloc(sizeof(double) * (size_t)o->repeats);
   if (!block) return fprintf(stderr, "bench/ns2d: out of memory\n"), 1;
   for (int b = 0; b < o->repeats; b++) {
     dist_barrier(NULL);
-    double t0 = now();
+    double t0 = bench_now();
     if ((s = ns2d_step(m, o->steps))) FAIL("timed steps", s);
-    double dt = now() - t0;
-    int64_t one[1] = {1};
-    dist_tensor tt = dist_tensor_host(&dt, DIST_F64, 1, one);
-    if ((s = dist_all_reduce(NULL, &tt, DIST_MAX))) FAIL("all-reduce", s); /* the slowest rank */
-    block[b] = dt;
+    block[b] = bench_slowest(world, bench_now() - t0);
   }
-  qsort(block, (size_t)o->repeats, sizeof(double), cmp_double);
-  double med = o->repeats % 2 ? block[o->repeats / 2] : 0.5 * (block[o->repeats / 2 - 1] + block[o->repeats / 2]);
+  double med = bench_median(block, o->repeats);
   double e = 0, z = 0;
   if ((s = ns2d_diagnostics(m, &e, &z))) FAIL("diagnostics", s);
   if (R == 0)
@@ -213,13 +199,9 @@ static result numpy_peer(const options *o, int n) {
 
 static double rel(double a, double b) { return fabs(a - b) / fmax(fabs(b), 1e-300); }
 
-/* Append to the summary printed at the end. */
-static char summary[16384];
-static size_t used;
-#define ADD(...)                                                                                       \
-  do {                                                                                                 \
-    if (used < sizeof summary) used += (size_t)snprintf(summary + used, sizeof summary - used, __VA_ARGS__); \
-  } while (0)
+/* The summary printed at the end (a memory stream, opened in main). */
+static FILE *summary;
+#define ADD(...) fprintf(summary, __VA_ARGS__)
 
 /* The surrogate's training throughput (examples/ns2d_train: forward, MSE,
  * backward with DDP, Adam) in the layouts of the example, on a dataset made
@@ -299,17 +281,18 @@ int main(int argc, char **argv) {
   }
   if (o.quick) o.sizes[0] = 64, o.nsizes = 1, o.steps = 3, o.repeats = 2, o.warmup = 1;
 
-  const char *launcher = getenv("LAUNCHER");
-  if (!launcher || !*launcher) launcher = DIST_DEFAULT_LAUNCHER;
+  const char *launcher = bench_launcher();
   /* Debian's OpenBLAS 0.3.21 falls back to SSE3 kernels on newer CPUs (see
    * models/afno_model.c): name the right ones for the training runs. */
   __builtin_cpu_init();
   if (!getenv("OPENBLAS_CORETYPE") && __builtin_cpu_supports("avx512f")) setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
   else if (!getenv("OPENBLAS_CORETYPE") && __builtin_cpu_supports("avx2")) setenv("OPENBLAS_CORETYPE", "Haswell", 1);
   char self[4096];
-  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (len <= 0) return fprintf(stderr, "bench/ns2d: cannot find own path\n"), 1;
-  self[len] = 0;
+  if (bench_self(self, sizeof self)) return fprintf(stderr, "bench/ns2d: cannot find own path\n"), 1;
+  char *summary_text = NULL;
+  size_t summary_len = 0;
+  if (!(summary = open_memstream(&summary_text, &summary_len)))
+    return fprintf(stderr, "bench/ns2d: open_memstream failed\n"), 1;
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   int mismatch = 0;
   printf("bench/ns2d: pseudo-spectral 2-D Navier-Stokes step (vorticity, IF-RK4, 2/3 dealiasing, Kolmogorov forcing "
@@ -344,10 +327,10 @@ int main(int argc, char **argv) {
     for (int ri = 0; ri < o.nranks; ri++)
       if (!(multi[ri] = launch(self, launcher, o.ranks[ri], &o, n)).ok)
         return fprintf(stderr, "bench/ns2d: the %d-rank run at n = %d failed\n", o.ranks[ri], n), 1;
-    if (py) ADD("ratio: ns2d %d distmgr 1-rank step / numpy step = %.3f (target <= 0.5)\n", n, one.step_ms / peer.step_ms);
+    if (py) bench_ratio(summary, one.step_ms / peer.step_ms, "target <= 0.5", "ns2d %d distmgr 1-rank step / numpy step", n);
     for (int ri = 0; ri < o.nranks; ri++)
       if (o.ranks[ri] == 2)
-        ADD("ratio: ns2d %d 2-rank / 1-rank step = %.3f (target <= 0.6)\n", n, multi[ri].step_ms / one.step_ms);
+        bench_ratio(summary, multi[ri].step_ms / one.step_ms, "target <= 0.6", "ns2d %d 2-rank / 1-rank step", n);
     ADD("info: ns2d %d steps/s: 1 rank %.1f", n, 1e3 / one.step_ms);
     for (int ri = 0; ri < o.nranks; ri++) ADD(", %d ranks %.1f", o.ranks[ri], 1e3 / multi[ri].step_ms);
     if (py) ADD(", numpy %.1f", 1e3 / peer.step_ms);
@@ -378,7 +361,9 @@ int main(int argc, char **argv) {
       mismatch = 1;
     }
   }
-  fputs(summary, stdout);
+  fclose(summary);
+  fputs(summary_text, stdout);
+  free(summary_text);
 
   if (training_throughput(launcher, o.quick)) return 1;
 

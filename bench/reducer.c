@@ -39,14 +39,13 @@
  * --quick (CI smoke run): 40 tensors (about 11 MiB) and 3 rounds.
  * Exits non-zero only on errors (a failed call, a wrong result), never on a
  * missed target: those are reported in the `ratio:` lines. */
-#include "config.h" /* DIST_DEFAULT_LAUNCHER: the launcher of the MPI this build uses */
+#include "bench_util.h"
 #include <distmgr.h>
 #include <distmgr/mpi.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define KIB 1024
 #define MAX_TENSORS 256
@@ -237,23 +236,9 @@ static double block(bench *b, variant_fn f, void *arg, int iters) {
   MPI_Comm comm;
   dist_group_comm(NULL, &comm);
   MPI_Barrier(comm);
-  double t0 = MPI_Wtime();
+  double t0 = bench_now();
   for (int i = 0; i < iters; i++) f(b, arg);
-  double t = (MPI_Wtime() - t0) / iters;
-  MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm);
-  return t;
-}
-
-static int cmp_double(const void *x, const void *y) {
-  double a = *(const double *)x, c = *(const double *)y;
-  return (a > c) - (a < c);
-}
-
-static double median(const double *v, int n) {
-  double s[MAX_ROUNDS];
-  memcpy(s, v, sizeof *v * (size_t)n);
-  qsort(s, (size_t)n, sizeof *s, cmp_double);
-  return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+  return bench_slowest(comm, (bench_now() - t0) / iters);
 }
 
 typedef struct variant {
@@ -264,8 +249,19 @@ typedef struct variant {
   double t[MAX_ROUNDS];
 } variant;
 
-/* Interleaved rounds: variant (k + round) % nv runs k-th, so none always
- * runs first or right after the same neighbour. */
+/* bench_rounds' block: one block of variant k. */
+typedef struct rounds_arg {
+  bench *b;
+  variant *v;
+} rounds_arg;
+
+static double variant_block(void *ctx, int k) {
+  rounds_arg *a = ctx;
+  return block(a->b, a->v[k].f, a->v[k].arg, a->v[k].iters);
+}
+
+/* Interleaved rounds, the order rotating (bench_rounds): none always runs
+ * first or right after the same neighbour. */
 static void measure(bench *b, variant *v, int nv, int rounds) {
   for (int k = 0; k < nv; k++) {
     v[k].f(b, v[k].arg); /* warm-up: first-touch, MPI buffers */
@@ -273,17 +269,10 @@ static void measure(bench *b, variant *v, int nv, int rounds) {
     v[k].iters = one > 0 ? (int)(BLOCK_SECONDS / one) + 1 : 1;
     if (v[k].iters > 100) v[k].iters = 100;
   }
-  for (int r = 0; r < rounds; r++)
-    for (int j = 0; j < nv; j++) {
-      variant *x = &v[(j + r) % nv];
-      x->t[r] = block(b, x->f, x->arg, x->iters);
-    }
-}
-
-static double paired_ratio(const variant *num, const variant *den, int rounds) {
-  double q[MAX_ROUNDS];
-  for (int r = 0; r < rounds; r++) q[r] = num->t[r] / den->t[r];
-  return median(q, rounds);
+  double t[8 * MAX_ROUNDS]; /* up to 8 variants (overlap has 7) */
+  rounds_arg a = {b, v};
+  bench_rounds(nv, rounds, 1, variant_block, &a, t);
+  for (int k = 0; k < nv; k++) memcpy(v[k].t, t + k * rounds, sizeof *t * (size_t)rounds);
 }
 
 static void f_per_tensor(bench *b, void *arg) { (void)arg, per_tensor(b); }
@@ -310,20 +299,22 @@ static void compare(bench *b, const options *o) {
            "(e = b with grad_as_bucket_view, no gradient copies):\n",
            b->size, o->verify, dist_ddp_bucket_count(plain), o->rounds);
     for (int k = 0; k < 6; k++) {
-      double t = median(v[k].t, o->rounds);
+      double t = bench_median(v[k].t, o->rounds);
       printf("  %-15s %9.2f ms  %7.2f GB/s algbw  (%d it/block)\n", v[k].name, t * 1e3,
              (double)b->m.total * 4 / t / 1e9, v[k].iters);
     }
-    printf("ratio: b/c reducer/one-buffer np=%d verify=%d = %.3f (target <= 1.10)\n", b->size, o->verify,
-           paired_ratio(&v[1], &v[2], o->rounds));
-    printf("ratio: a/b per-tensor/reducer np=%d verify=%d = %.3f (target >= 2)\n", b->size, o->verify,
-           paired_ratio(&v[0], &v[1], o->rounds));
-    printf("ratio: d/b bf16/f32 reducer np=%d verify=%d = %.3f (target <= 0.65)\n", b->size, o->verify,
-           paired_ratio(&v[3], &v[1], o->rounds));
-    printf("ratio: e/c view-reducer/one-buffer np=%d verify=%d = %.3f (target <= 1.20)\n", b->size, o->verify,
-           paired_ratio(&v[4], &v[2], o->rounds));
-    printf("ratio: f/d f16/bf16 reducer np=%d verify=%d = %.3f (target <= 1.10)\n", b->size, o->verify,
-           paired_ratio(&v[5], &v[3], o->rounds));
+    /* num, den (indices into v), target, what */
+    static const struct {
+      int num, den;
+      const char *note, *what;
+    } ratios[5] = {{1, 2, "target <= 1.10", "b/c reducer/one-buffer"},
+                   {0, 1, "target >= 2", "a/b per-tensor/reducer"},
+                   {3, 1, "target <= 0.65", "d/b bf16/f32 reducer"},
+                   {4, 2, "target <= 1.20", "e/c view-reducer/one-buffer"},
+                   {5, 3, "target <= 1.10", "f/d f16/bf16 reducer"}};
+    for (int q = 0; q < 5; q++)
+      bench_ratio(stdout, bench_paired_ratio(v[ratios[q].num].t, v[ratios[q].den].t, o->rounds), ratios[q].note,
+                  "%s np=%d verify=%d", ratios[q].what, b->size, o->verify);
     fflush(stdout);
   }
   dist_ddp_destroy(plain);
@@ -384,7 +375,7 @@ static void overlap(bench *b, const options *o) {
   /* Calibrate: the whole backward's work takes as long as (c). */
   variant c = {"c one buffer", f_one_buffer, NULL, 0, {0}};
   measure(b, &c, 1, o->rounds < 5 ? o->rounds : 5);
-  double tc = median(c.t, o->rounds < 5 ? o->rounds : 5);
+  double tc = bench_median(c.t, o->rounds < 5 ? o->rounds : 5);
   MPI_Comm comm;
   dist_group_comm(NULL, &comm);
   long probe = 1000000;
@@ -392,10 +383,9 @@ static void overlap(bench *b, const options *o) {
   do {
     probe *= 2;
     MPI_Barrier(comm); /* all ranks burn together, as in the experiment */
-    t0 = MPI_Wtime();
+    t0 = bench_now();
     burn(probe);
-    t0 = MPI_Wtime() - t0;
-    MPI_Allreduce(MPI_IN_PLACE, &t0, 1, MPI_DOUBLE, MPI_MAX, comm); /* every rank leaves the loop together */
+    t0 = bench_slowest(comm, bench_now() - t0); /* every rank leaves the loop together */
   } while (t0 < 0.05);
   b->burn_units = (long)((double)probe * tc / t0); /* tc and t0 are the slowest rank's: the same everywhere */
   backward_arg args[7] = {{none, 0}, {none, 1}, {none, 2}, {test, 2}, {thread, 2}, {test4, 2}, {thread4, 2}};
@@ -408,13 +398,13 @@ static void overlap(bench *b, const options *o) {
                   {"THREAD/4MiB-buckets", f_backward, &args[6], 0, {0}}};
   measure(b, v, 7, o->rounds);
   if (b->rank == 0) {
-    double comp = median(v[0].t, o->rounds), ser = median(v[1].t, o->rounds);
+    double comp = bench_median(v[0].t, o->rounds), ser = bench_median(v[1].t, o->rounds);
     printf("np=%d overlap (DIST_THREAD_MULTIPLE, DIST_VERIFY=%d): (c) alone %.2f ms; simulated backward calibrated to it\n",
            b->size, o->verify, tc * 1e3);
     print_buckets("default buckets", test);
     print_buckets("4 MiB buckets", test4);
     for (int k = 2; k < 7; k++) {
-      double t = median(v[k].t, o->rounds);
+      double t = bench_median(v[k].t, o->rounds);
       printf("overlap: %s np=%d = %.2f ms (compute %.2f ms, serial %.2f ms; hidden %.0f%% of the reduction)\n",
              v[k].name, b->size, t * 1e3, comp * 1e3, ser * 1e3, ser > comp ? 100 * (ser - t) / (ser - comp) : 0.0);
     }
@@ -496,12 +486,9 @@ int main(int argc, char **argv) {
   }
   if (mode == 1) return worker(&o);
 
-  const char *launcher = getenv("LAUNCHER");
-  if (!launcher || !*launcher) launcher = DIST_DEFAULT_LAUNCHER;
-  char self[4096]; /* the libtool wrapper re-execs the real binary: launch that */
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return fprintf(stderr, "bench/reducer: cannot find own path\n"), 1;
-  self[n] = 0;
+  const char *launcher = bench_launcher();
+  char self[4096];
+  if (bench_self(self, sizeof self)) return fprintf(stderr, "bench/reducer: cannot find own path\n"), 1;
 
   model m;
   build(&m, o.quick ? 4 : 19);
