@@ -44,7 +44,7 @@ static int is_d(const dist_fft_plan *p) { return p->prec == DIST_F64; }
 /* Rank 0's wisdom to every rank of the group (length -1: rank 0 failed),
  * through the host backend's table. */
 static dist_status share_wisdom(dist_fft_plan *p, dist__group *g, dist_status mine) {
-  const dist__backend *be = &dist__backend_mpi;
+  const dist__backend *be = dist__backend_host(g);
   char *w = NULL;
   int64_t len = -1;
   int32_t have = 1, all = 0;

@@ -153,7 +153,7 @@ static void test_settings_must_match(void) {
   CU_ASSERT_EQUAL_FATAL(dist__settings_read(env, &s), DIST_SUCCESS);
   static const struct { const char *name; double value; } want[] = {
       {"DIST_INIT_METHOD", DIST_LAUNCH_SINGLE}, {"DIST_RANKS_PER_NODE", 3}, {"DIST_VERIFY", 0},
-      {"DIST_CUDA_BACKEND", DIST__CUDA_STAGED}, {"DIST_TIMEOUT", 2.5}};
+      {"DIST_CUDA_BACKEND", DIST__CUDA_STAGED}, {"DIST_TIMEOUT", 2.5}, {"DIST_HOST_ENGINE", DIST__HOST_AUTO}};
   int n = 0;
   for (int i = -1; i <= dist_settings_count(); i++) {
     const char *name = NULL;
@@ -269,7 +269,7 @@ static void test_settings_invalid(void) {
 
 static void test_settings_table(void) {
   int n = dist_settings_count();
-  CU_ASSERT_EQUAL(n, 10);
+  CU_ASSERT_EQUAL(n, 11);
   for (int i = 0; i < n; i++) {
     const dist_setting_info *info = dist_settings_get(i);
     CU_ASSERT_PTR_NOT_NULL_FATAL(info);
@@ -370,7 +370,7 @@ static void test_settings_warn_unknown(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(text, "[distmgr WARN] DIST_VERFIY is not a distmgr setting (did you mean "
                                       "DIST_VERIFY?); see dist_settings_print\n"));
   CU_ASSERT_PTR_NOT_NULL(strstr(text, "DIST_X is not a distmgr setting (known settings: DIST_INIT_METHOD, "));
-  CU_ASSERT_PTR_NOT_NULL(strstr(text, "DIST_STORE_DIALECT); see dist_settings_print\n"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(text, "DIST_HOST_ENGINE); see dist_settings_print\n"));
   CU_ASSERT_PTR_NOT_NULL(strstr(text, "DIST_?? is not a distmgr setting"));
   CU_ASSERT_PTR_NOT_NULL(strstr(text, "DIST_QQQQ")); /* long names are cut */
   CU_ASSERT_PTR_NULL(strstr(text, "QQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQ"));

@@ -1,6 +1,7 @@
 #!/bin/sh
-# The store rendezvous for launches without MPI (tests/torchrun_rdzv.c) and the
-# Gloo engine met through it (tests/torchrun_gloo.c, when built), for real:
+# The store rendezvous for launches without MPI (tests/torchrun_rdzv.c), the
+# Gloo engine met through it (tests/torchrun_gloo.c, when built) and the
+# manager started on them (tests/torchrun_coll.c: DIST_HOST_ENGINE=gloo), for real:
 #  - under Debian's torchrun (torch 1.13, through tests/slurm/torchrun.py, the
 #    same agent), --standalone and static, 1-4 processes: torchrun's agent
 #    serves the store and distmgr is its client;
@@ -14,6 +15,7 @@ B=${top_builddir:-.}
 here=$(cd "$(dirname "$0")" && pwd)
 prog=$B/tests/torchrun_rdzv
 gloo=$B/tests/torchrun_gloo
+coll=$B/tests/torchrun_coll
 py=/usr/bin/python3
 if ! "$py" -c "import torch.distributed.run" 2>/dev/null; then
   echo "SKIP: no torch for $py (apt-get install python3-torch)"
@@ -73,6 +75,13 @@ if [ -x "$gloo" ]; then
       timeout -k 5 120 "$py" "$here/slurm/torchrun.py" --no_python --standalone --nproc_per_node=$n "$gloo"
   done
   expect "Gloo under a bare launcher, 3 processes" 3 bare "$gloo" 3
+  for n in 1 2 3 4; do
+    expect "dist_manager_initialize without MPI (DIST_HOST_ENGINE=gloo) under torchrun, $n processes" $n \
+      env DIST_HOST_ENGINE=gloo DIST_TIMEOUT=60 timeout -k 5 120 "$py" "$here/slurm/torchrun.py" --no_python \
+      --standalone --nproc_per_node=$n "$coll"
+  done
+  expect "dist_manager_initialize without MPI under a bare launcher, 3 processes" 3 \
+    bare "$coll" 3 DIST_HOST_ENGINE=gloo DIST_TIMEOUT=60
   refuse "Gloo: a rank quits before connecting" "rank 2 did not join the context in time" 20 \
     bare "$gloo" 3 DIST_TIMEOUT=3 TORCHRUN_GLOO_QUIT=connect
   refuse "Gloo: a rank quits before the first collective" "all-reduce: Gloo all-reduce:" 20 \

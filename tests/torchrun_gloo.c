@@ -224,7 +224,7 @@ int main(void) {
   }
   dist__gloo_free(even);
   dist__gloo_free(world);
-  CHECK(dist__rdzv_close(r) == DIST_SUCCESS);
+  CHECK(dist__rdzv_close(r, 1) == DIST_SUCCESS);
   printf("torchrun_gloo: rank %d of %d %s\n", l.rank, l.size, bad ? "FAILED" : "ok");
   return bad != 0;
 }

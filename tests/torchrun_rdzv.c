@@ -45,7 +45,7 @@ int main(void) {
   snprintf(want, sizeof want, "from rank %d", l.size - 1);
   bad += strcmp(msg, want) != 0;
   if (dist__rdzv_barrier(r, "barrier")) return fail("barrier");
-  if (dist__rdzv_close(r)) return fail("close");
+  if (dist__rdzv_close(r, 1)) return fail("close");
   printf("torchrun_rdzv: rank %d of %d %s (%s store, dialect %s)\n", l.rank, l.size, bad ? "FAILED" : "ok",
          plan.agent_store ? "torchrun's agent" : "rank 0's", dist__store_dialect_name(plan.dialect));
   free(all);

@@ -76,6 +76,9 @@ typedef struct dist__backend {
 } dist__backend;
 
 extern const dist__backend dist__backend_mpi;
+/* The host-memory backend of group g: Gloo's when g has a Gloo context
+ * (launches without MPI), else MPI's. */
+const dist__backend *dist__backend_host(const dist__group *g);
 #ifdef HAVE_GLOO
 extern const dist__backend dist__backend_gloo; /* host memory without MPI (torchrun) */
 #endif
@@ -106,6 +109,13 @@ dist_status dist__group_add_all(int n, const char *const *names, int parent, dis
  * caller made; both taken over, freed on failure. Local: the caller makes
  * every rank agree (start-up adds the built-in groups with one agreement). */
 dist_status dist__group_keep(const char *name, int parent, dist__layout *layout, MPI_Comm comm);
+#ifdef HAVE_GLOO
+/* The same in launches without MPI: my copy's members connect a Gloo context
+ * through the rendezvous store (even after a `local` failure, so that no
+ * member waits for this rank), then the group is kept. Collective over the
+ * members; the caller makes every rank agree. */
+dist_status dist__group_keep_gloo(const char *name, int parent, dist__layout *layout, dist_status local);
+#endif
 void dist__groups_free(void);
 
 /* A pending operation that has not started (waiting on it returns at once). */

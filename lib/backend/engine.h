@@ -28,6 +28,8 @@ typedef struct dist__engine_state {
   int node_tasks;              /* ranks on this node as the launcher says (0: unknown) */
   size_t nb_allreduce_min;     /* DIST_NB_ALLREDUCE_MIN resolved at start: SIZE_MAX = never */
   uint64_t *device_keys;       /* dist__device_key of every world rank (the manager allocates) */
+  struct dist__rdzv *rdzv;     /* launches without MPI: the rendezvous store, and Gloo as the host engine */
+  double gloo_timeout;         /* seconds every Gloo context waits for its peers */
   /* the engines' own */
   dist__current cur;
   MPI_Comm faults;             /* the fault channel (faults.c): a duplicate of the world */

@@ -7,6 +7,10 @@
 
 #include "backend/backend.h"
 #include "core/check.h"
+#ifdef HAVE_GLOO
+#include "backend/gloo.h"
+#include "store/rendezvous.h"
+#endif
 
 static void free_group(dist__group *g);
 
@@ -72,9 +76,78 @@ dist_status dist__group_keep(const char *name, int parent, dist__layout *layout,
   return DIST_SUCCESS;
 }
 
+#ifdef HAVE_GLOO
+/* The Gloo context of my copy of a group: the copy's members meet under a
+ * key prefix naming the group's table index and the copy. */
+static dist_status gloo_connect(const dist__layout *l, int index, dist__gloo **ctx) {
+  *ctx = NULL;
+  int me = dist__groups.rank, color = l->color ? l->color[me] : -1;
+  if (color < 0) return DIST_SUCCESS;
+  int *members = malloc(sizeof *members * (size_t)l->size), rank = -1;
+  if (!members) return dist__error(DIST_ERR_NO_MEMORY, "members of a group's copy");
+  dist__layout_members(l, me, members);
+  for (int i = 0; i < l->size; i++)
+    if (members[i] == me) rank = i;
+  free(members);
+  char prefix[256];
+  snprintf(prefix, sizeof prefix, "%sgroup/%d/%d/", dist__rdzv_prefix(dist__engine.rdzv), index, color);
+  return dist__gloo_connect(dist__rdzv_client(dist__engine.rdzv), prefix, rank, l->size, dist__engine.gloo_timeout, ctx);
+}
+
+dist_status dist__group_keep_gloo(const char *name, int parent, dist__layout *layout, dist_status local) {
+  dist__gloo *ctx = NULL;
+  /* Connect even after a local failure: the copy's other members wait for this rank. */
+  dist_status s = gloo_connect(layout, dist__groups.ngroups, &ctx);
+  if (local || s) {
+    dist__gloo_free(ctx);
+    return local ? local : s;
+  }
+  dist__group g, *kept;
+  memset(&g, 0, sizeof g);
+  snprintf(g.name, sizeof g.name, "%s", name);
+  g.parent = parent;
+  g.rank = -1;
+  g.size = layout->size;
+  s = dist__group_reserve();
+  kept = s ? NULL : malloc(sizeof *kept);
+  if (!s && !kept) s = dist__error(DIST_ERR_NO_MEMORY, "group '%s'", name);
+  if (!s && ctx) {
+    g.members = malloc(sizeof(int) * (size_t)g.size);
+    if (!g.members) s = dist__error(DIST_ERR_NO_MEMORY, "member list of group '%s'", name);
+    else dist__layout_members(layout, dist__groups.rank, g.members);
+    g.rank = dist__gloo_rank(ctx);
+  }
+  if (s) {
+    free(kept);
+    free(g.members);
+    dist__gloo_free(ctx);
+    return s;
+  }
+  g.gloo = ctx;
+  g.layout = *layout; /* the table takes the layout over */
+  memset(layout, 0, sizeof *layout);
+  g.index = dist__groups.ngroups;
+  *kept = g;
+  dist__groups.groups[dist__groups.ngroups++] = kept;
+  dist_log(DIST_LOG_DEBUG, "group '%s' (Gloo): size %d, my rank %d, %d copies", g.name, g.size, g.rank, g.layout.ncopies);
+  return DIST_SUCCESS;
+}
+#endif
+
 dist_status dist__group_add_all(int n, const char *const *names, int parent, dist__layout *layouts, dist_status local) {
   int before = dist__groups.ngroups;
   dist_status s = local;
+#ifdef HAVE_GLOO
+  if (dist__engine.rdzv) {
+    for (int k = 0; k < n; k++) {
+      dist_status r = dist__group_keep_gloo(names[k], parent, &layouts[k], s);
+      if (!s) s = r;
+    }
+    s = dist__agree_group(dist__groups.groups[0], s, n > 1 ? "creating process groups" : "creating a process group");
+    while (s && dist__groups.ngroups > before) free_group(dist__groups.groups[--dist__groups.ngroups]);
+    return s;
+  }
+#endif
   for (int k = 0; k < n; k++) {
     /* Split on every rank even after a local failure: the others are in it. */
     MPI_Comm comm = MPI_COMM_NULL;
@@ -95,6 +168,10 @@ dist_status dist__group_add(const char *name, int parent, dist__layout *layout) 
 
 static void free_group(dist__group *g) {
   dist__backend_release_group(g);
+#ifdef HAVE_GLOO
+  dist__gloo_free(g->gloo);
+  g->gloo = NULL;
+#endif
   detach(g);
   free(g->members);
   dist__layout_free(&g->layout);
@@ -142,7 +219,15 @@ static dist_status private_fill(const char *name, MPI_Comm comm, dist__group *ou
                               : dist__mpi_error(rc, "MPI_Group_translate_ranks");
 }
 
+/* Private groups are MPI communicators (DASO's); not yet on Gloo. */
+static dist_status no_private(const char *name, dist__group *out) {
+  dist__group_private_clear(out);
+  return dist__error(DIST_ERR_UNSUPPORTED, "%s: private groups (DASO's node and cross exchanges) need MPI; not yet "
+                     "available with DIST_HOST_ENGINE=gloo", name);
+}
+
 dist_status dist__group_split_private(const char *name, int color, int key, dist__group *out) {
+  if (dist__engine.rdzv) return no_private(name, out);
   MPI_Comm comm = MPI_COMM_NULL;
   int rc = MPI_Comm_split(dist__engine.world, color >= 0 ? color : MPI_UNDEFINED, key, &comm);
   if (rc != MPI_SUCCESS) {
@@ -153,6 +238,7 @@ dist_status dist__group_split_private(const char *name, int color, int key, dist
 }
 
 dist_status dist__group_copy_private(const char *name, const dist__group *of, dist__group *out) {
+  if (dist__engine.rdzv) return no_private(name, out);
   MPI_Comm comm = MPI_COMM_NULL;
   MPI_Group world, members;
   int rc = MPI_Comm_group(dist__engine.world, &world);

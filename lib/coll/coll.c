@@ -110,13 +110,13 @@ dist_status dist_barrier(const char *group) {
   DIST_CHECK(dist__call_begin(&c, "dist_barrier", group));
   /* The check round is itself a barrier (an all-reduce needs everyone). */
   if (dist__state.settings.verify && c.g->size > 1) return dist__call_verify(&c, DIST_SUCCESS);
-  return dist__backend_mpi.barrier(c.g);
+  return dist__backend_host(c.g)->barrier(c.g);
 }
 
 dist_status dist_reduce_loss(const char *group, double loss, int dst, int average, double *out) {
   dist__call c;
   DIST_CHECK(dist__call_begin(&c, "dist_reduce_loss", group));
-  c.be = &dist__backend_mpi;
+  c.be = dist__backend_host(c.g);
   dist_status s = dist__check_rank(&c, dst, "dst");
   if (!s && c.g->rank == dst && !out) s = dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_reduce_loss: out is NULL on dst");
   c.sig.root = dst;

@@ -90,7 +90,12 @@ typedef struct dist__settings {
   long long nb_allreduce_min;     /* DIST_NB_ALLREDUCE_MIN: bytes; DIST__NB_AUTO or DIST__NB_OFF */
   double timeout;                 /* DIST_TIMEOUT: seconds; 0 = off */
   int store_dialect;              /* DIST_STORE_DIALECT: -1 auto, else a dist__store_dialect */
+  int host_engine;                /* DIST_HOST_ENGINE: DIST__HOST_* */
 } dist__settings;
+
+#define DIST__HOST_AUTO 0 /* MPI (torchrun-style launches MPI cannot join are refused, for now) */
+#define DIST__HOST_MPI 1
+#define DIST__HOST_GLOO 2 /* launches without MPI: the store rendezvous and Gloo */
 
 #define DIST__NB_AUTO (-1LL)
 #define DIST__NB_OFF (-2LL)

@@ -14,6 +14,9 @@
 #include "backend/half_ops.h"
 #include "backend/wait.h"
 #include "manager/startup.h"
+#ifdef HAVE_GLOO
+#include "store/rendezvous.h"
+#endif
 
 extern char **environ;
 
@@ -34,6 +37,13 @@ static void release_state(int orderly) {
   dist__engine.device_keys = NULL;
   free(m->startup_rows);
   m->startup_rows = NULL;
+#ifdef HAVE_GLOO
+  if (dist__engine.rdzv) { /* after the groups' Gloo contexts: the store outlives them */
+    dist_status closed = dist__rdzv_close(dist__engine.rdzv, orderly);
+    if (closed) dist_log(DIST_LOG_WARN, "closing the rendezvous store: %s", dist_last_error());
+    dist__engine.rdzv = NULL;
+  }
+#endif
   DIST_WARN_CALL(MPI_Finalized(&finalized));
   if (dist__engine.world != MPI_COMM_NULL && !finalized) DIST_WARN_CALL(MPI_Comm_free(&dist__engine.world));
   dist__engine.world = MPI_COMM_NULL;
@@ -69,7 +79,7 @@ static void at_exit(void) {
   DIST_WARN_CALL(MPI_Initialized(&inited));
   DIST_WARN_CALL(MPI_Finalized(&finalized));
   if (dist__state.initialized && dist__state.mpi_ours && dist__groups.size > 1 && inited && !finalized) end_job();
-  if (dist__state.initialized) release_state(1);
+  if (dist__state.initialized) release_state(!dist__engine.rdzv); /* without MPI: no collective at exit */
   if (dist__state.mpi_ours && inited && !finalized) DIST_WARN_CALL(MPI_Finalize());
 }
 
@@ -273,9 +283,25 @@ static dist_status detect(const dist_init_options *o) {
   dist__engine.node_tasks = dist__launch_node_tasks((const char *const *)environ, &m->launch);
   if (m->launch.note[0]) dist_log(DIST_LOG_INFO, "%s", m->launch.note);
   if (m->launch.warning[0]) dist_log(DIST_LOG_WARN, "%s", m->launch.warning);
+  if (m->settings.host_engine == DIST__HOST_GLOO) {
+#ifdef HAVE_GLOO
+    if (m->launch.method != DIST_LAUNCH_ENV)
+      return dist__error(DIST_ERR_UNSUPPORTED,
+                         "DIST_HOST_ENGINE=gloo needs a torchrun-style launch (RANK, WORLD_SIZE, MASTER_ADDR, "
+                         "MASTER_PORT); this one is %s",
+                         dist_launch_method_name(m->launch.method));
+    m->without_mpi = 1;
+    return DIST_SUCCESS;
+#else
+    return dist__error(DIST_ERR_UNSUPPORTED, "DIST_HOST_ENGINE=gloo, but this distmgr was built without Gloo "
+                                             "(configure found no libgloo-dev)");
+#endif
+  }
   if (!m->launch.mpi_can_join) return dist__launch_refuse_torchrun(&m->launch, (const char *const *)environ);
   return DIST_SUCCESS;
 }
+
+static dist_status finish_initialize(void);
 
 static const dist_init_options init_defaults = DIST_INIT_OPTIONS_INIT;
 static const dist__options_kind init_options_kind =
@@ -309,6 +335,18 @@ static dist_status initialize(MPI_Comm adopt, const dist_init_options *options, 
   /* torchrun's processes: MPI_Init could only abort (under srun they all
    * inherit one task's PMI identity), and there is no MPI world to agree in. */
   if (detected && !read && m->launch.method == DIST_LAUNCH_ENV && !m->launch.mpi_can_join) return detected;
+#ifdef HAVE_GLOO
+  if (m->without_mpi) {
+    if (adopt != MPI_COMM_WORLD)
+      return dist__error(DIST_ERR_INVALID_ARGUMENT, "DIST_HOST_ENGINE=gloo: there is no MPI communicator to adopt");
+    dist_status s = dist__start_store(detected, choose_device);
+    if (s) {
+      release_state(0);
+      return s;
+    }
+    return finish_initialize();
+  }
+#endif
   DIST_CHECK(start_mpi(adopt, o.thread_level));
   /* A failure joins the first round as this rank's own (never a return before it). */
   if (!read) read = DIST_MPI_STATUS(MPI_Comm_size(dist__engine.world, &dist__groups.size), "MPI_Comm_size (world)");
@@ -322,6 +360,12 @@ static dist_status initialize(MPI_Comm adopt, const dist_init_options *options, 
     release_state(0);
     return s;
   }
+  return finish_initialize();
+}
+
+/* The steps after either start-up (MPI's, or the store's). Local. */
+static dist_status finish_initialize(void) {
+  dist__manager *m = &dist__state;
   dist__log_set_rank(dist__groups.rank, dist__groups.size);
   device_notes();
   free(m->startup_rows);

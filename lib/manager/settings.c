@@ -99,6 +99,16 @@ static dist_status parse_store_dialect(const char *name, const char *value, dist
   return DIST_SUCCESS;
 }
 
+static dist_status parse_host_engine(const char *name, const char *value, dist__settings *s) {
+  static const char *const names[] = {"auto", "mpi", "gloo"};
+  for (int i = 0; i < 3; i++)
+    if (strcasecmp(value, names[i]) == 0) {
+      s->host_engine = i;
+      return DIST_SUCCESS;
+    }
+  return dist__error(DIST_ERR_SETTING, "%s='%s' is not a host engine (auto, mpi or gloo)", name, value);
+}
+
 /* Where a parsed value lands, so that code comparing settings across ranks
  * reads them from this table rather than from a list of its own. */
 enum { INT, LLONG, DOUBLE };
@@ -150,6 +160,11 @@ static const struct {
       "launches without MPI: the TCPStore protocol of torchrun's agent store: auto (from the NCCL variables "
       "torchrun sets), torch22 (torch >= 2.2), torch21, torch113 (torch <= 2.0), or a torch version"},
      parse_store_dialect, AT(store_dialect, INT), LOCAL},
+    {{"DIST_HOST_ENGINE", "auto",
+      "host-memory engine: auto (MPI), mpi, or gloo: a torchrun-style launch (RANK, WORLD_SIZE, MASTER_ADDR, "
+      "MASTER_PORT) runs without MPI, through a TCPStore rendezvous and Gloo (in progress: flat collectives and "
+      "groups)"},
+     parse_host_engine, AT(host_engine, INT), MATCH},
 };
 #define NSETTINGS ((int)(sizeof TABLE / sizeof TABLE[0]))
 

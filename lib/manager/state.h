@@ -24,6 +24,7 @@ typedef struct dist__manager {
   dist__settings settings;
   dist_launch launch;
   int adopted; /* world is an application's communicator */
+  int without_mpi; /* DIST_HOST_ENGINE=gloo: started through the store, Gloo for host memory */
   int local_rank, local_size, node, nnodes; /* world, rank and size: dist__groups */
   dist_device device;
   int64_t *startup_rows; /* the start-up table during initialize (DIST__ROW_*) */

@@ -88,27 +88,35 @@ static dist_status number_nodes(const int64_t *rows, int **node_out, int **lrank
  * `node_comm` and "self" duplicates MPI_COMM_SELF (no communication): the
  * world's duplicate and the "cross" split are the only collectives, made on
  * every rank whatever failed locally. The caller makes the ranks agree. */
+dist_status dist__topology_layouts(const int64_t *rows, dist__layout l[4]) {
+  int *node = NULL, *lrank = NULL;
+  dist__layout all;
+  memset(l, 0, 4 * sizeof *l);
+  memset(&all, 0, sizeof all);
+  dist_status s = number_nodes(rows, &node, &lrank);
+  if (!s) s = dist__layout_world(dist__groups.size, &l[0]);
+  if (!s) s = dist__layout_nodes(dist__groups.size, node, lrank, &l[1], &l[2]);
+  if (!s) s = dist__layout_world(dist__groups.size, &all);
+  if (!s) s = dist__layout_subgroup(&all, 1, &l[3]); /* every rank alone: the size-1 group a layer uses when a parallel group is absent */
+  free(node);
+  dist__layout_free(&all);
+  return s;
+}
+
 dist_status dist__topology_groups(const int64_t *rows, MPI_Comm *node_comm) {
   dist__manager *m = &dist__state;
-  int *node = NULL, *lrank = NULL;
-  dist__layout world, local, cross, all, self;
-  memset(&world, 0, sizeof world);
-  local = cross = all = self = world;
-  dist_status s = number_nodes(rows, &node, &lrank);
-  if (!s) s = dist__layout_world(dist__groups.size, &world);
-  if (!s) s = dist__layout_nodes(dist__groups.size, node, lrank, &local, &cross);
-  if (!s) s = dist__layout_world(dist__groups.size, &all);
-  if (!s) s = dist__layout_subgroup(&all, 1, &self); /* every rank alone: the size-1 group a layer uses when a parallel group is absent */
-  free(node);
+  dist__layout l[4];
+  dist_status s = dist__topology_layouts(rows, l);
+  dist__layout *cross_ = &l[2];
   MPI_Comm comms[3] = {MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL};
   int rc[3];
   rc[0] = MPI_Comm_dup(dist__engine.world, &comms[0]);
   /* Split keyed as the layout orders a copy (by node), not by world rank. */
-  rc[1] = MPI_Comm_split(dist__engine.world, m->local_rank, s ? dist__groups.rank : cross.key[dist__groups.rank], &comms[1]);
+  rc[1] = MPI_Comm_split(dist__engine.world, m->local_rank, s ? dist__groups.rank : cross_->key[dist__groups.rank], &comms[1]);
   rc[2] = MPI_Comm_dup(MPI_COMM_SELF, &comms[2]);
   for (int k = 0; k < 3; k++)
     if (!s && rc[k] != MPI_SUCCESS) s = dist__mpi_error(rc[k], "creating the built-in groups");
-  dist__layout *layouts[4] = {&world, &local, &cross, &self};
+  dist__layout *layouts[4] = {&l[0], &l[1], &l[2], &l[3]};
   static const char *const names[4] = {"world", "local", "cross", "self"};
   MPI_Comm made[4] = {comms[0], *node_comm, comms[1], comms[2]};
   *node_comm = MPI_COMM_NULL; /* the table takes it over, or it is freed below */
@@ -117,6 +125,5 @@ dist_status dist__topology_groups(const int64_t *rows, MPI_Comm *node_comm) {
     else if (made[k] != MPI_COMM_NULL) MPI_Comm_free(&made[k]);
   }
   for (int k = 0; k < 4; k++) dist__layout_free(layouts[k]); /* no-ops for layouts the table took over */
-  dist__layout_free(&all);
   return s;
 }

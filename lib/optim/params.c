@@ -106,7 +106,7 @@ static void keep_first(dist_status *first, dist_status s) {
  * that differ from rank 0. A few more collectives, through the host
  * backend's table; only on error. */
 static dist_status name_mismatch(const dist_params *p, dist__group *g) {
-  const dist__backend *be = &dist__backend_mpi;
+  const dist__backend *be = dist__backend_host(g);
   dist_status e = DIST_SUCCESS;
   int32_t count0 = p->n;
   keep_first(&e, be->broadcast(g, &count0, 1, DIST_I32, 0));
@@ -274,7 +274,7 @@ dist_status dist_params_max_divergence(dist_params *p, double *out) {
     dist_status ls = s ? s : dist__mem_download(q->memory, mine, q->data, bytes);
     if (!ls) ls = dist__mem_sync(q->memory);
     if (!ls) memcpy(ref, mine, bytes);
-    dist_status bs = dist__backend_mpi.broadcast(g, ref, bytes, DIST_U8, 0);
+    dist_status bs = dist__backend_host(g)->broadcast(g, ref, bytes, DIST_U8, 0);
     if (!ls) ls = bs;
     for (int64_t k = 0; !ls && k < q->numel; k++) {
       double d = fabs(load(mine, q->dtype, k) - load(ref, q->dtype, k));
@@ -286,7 +286,7 @@ dist_status dist_params_max_divergence(dist_params *p, double *out) {
   free(ref);
   DIST_CHECK(dist__agree_group(g, s, what));
   double all;
-  DIST_CHECK(dist__backend_mpi.all_reduce(g, &worst, &all, 1, DIST_F64, DIST_MAX, NULL));
+  DIST_CHECK(dist__backend_host(g)->all_reduce(g, &worst, &all, 1, DIST_F64, DIST_MAX, NULL));
   *out = all;
   return DIST_SUCCESS;
 }

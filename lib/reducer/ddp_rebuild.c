@@ -18,7 +18,7 @@ static dist_status observed_order(dist_ddp *d) {
   for (int i = n - 1; i >= 0; i--)
     if (!d->marked[i]) d->order[k++] = i;
   d->order[n] = d->norder;
-  return dist__backend_mpi.broadcast(d->g, d->order, (size_t)n + 1, DIST_I32, 0);
+  return dist__backend_host(d->g)->broadcast(d->g, d->order, (size_t)n + 1, DIST_I32, 0);
 }
 
 static void *slot_in(const dist__bucket *b, const int *bucket_of, const int *slot_of, int i) {

@@ -295,7 +295,7 @@ static int value_of(int64_t w) { return (int)((w - rank_of(w)) / 4294967296LL); 
 static dist_status agree_finalize(dist_ddp *d, dist_status local, int first_missing) {
   int64_t in[2] = {at_rank((int32_t)local, d->g->rank), at_rank(first_missing < 0 ? INT32_MAX : first_missing, d->g->rank)},
           w[2];
-  DIST_CHECK(dist__backend_mpi.all_reduce(d->g, in, w, 2, DIST_I64, DIST_MIN, NULL));
+  DIST_CHECK(dist__backend_host(d->g)->all_reduce(d->g, in, w, 2, DIST_I64, DIST_MIN, NULL));
   int out[4] = {value_of(w[0]), rank_of(w[0]), value_of(w[1]), rank_of(w[1])};
   if (out[0] == DIST_SUCCESS) return DIST_SUCCESS;
   if (local) return local; /* this rank's own code; finalize keeps its message */

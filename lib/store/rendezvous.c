@@ -178,9 +178,9 @@ const char *dist__rdzv_prefix(const dist__rdzv *r) { return r->plan.prefix; }
 /* Rank 0's server must outlive every other rank's last request: after the
  * barrier each other rank counts itself out, the last one says so, and
  * rank 0 stops serving only then. */
-dist_status dist__rdzv_close(dist__rdzv *r) {
+dist_status dist__rdzv_close(dist__rdzv *r, int orderly) {
   if (!r) return DIST_SUCCESS;
-  dist_status s = dist__rdzv_barrier(r, "closing the rendezvous");
+  dist_status s = orderly ? dist__rdzv_barrier(r, "closing the rendezvous") : DIST_ERR_ABORTED;
   char count[200], last[200];
   snprintf(count, sizeof count, "%s%lu/closing", r->plan.prefix, r->seq); /* seq: same on every rank */
   snprintf(last, sizeof last, "%s%lu/closed", r->plan.prefix, r->seq);
@@ -197,5 +197,5 @@ dist_status dist__rdzv_close(dist__rdzv *r) {
   dist__store_close(r->client);
   dist__store_server_stop(r->server);
   free(r);
-  return s;
+  return orderly ? s : DIST_SUCCESS;
 }

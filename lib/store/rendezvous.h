@@ -47,7 +47,8 @@ dist_status dist__rdzv_barrier(dist__rdzv *r, const char *what);
 /* The client and the key prefix, for an engine's own rendezvous (Gloo). */
 dist__store_client *dist__rdzv_client(dist__rdzv *r);
 const char *dist__rdzv_prefix(const dist__rdzv *r);
-/* Collective: a barrier first, so that rank 0's server outlives every use. */
-dist_status dist__rdzv_close(dist__rdzv *r);
+/* orderly (collective): a barrier first, so that rank 0's server outlives
+ * every use; else (after a failure) just let go. */
+dist_status dist__rdzv_close(dist__rdzv *r, int orderly);
 
 #endif
