@@ -71,10 +71,8 @@ static dist_status step(MPI_Comm comm, int to, int from, int64_t *w, const char 
   return DIST_SUCCESS;
 }
 
-dist_status dist__round_run(MPI_Comm comm, dist__round *r, const char *call) {
-  int P = 1, me = 0;
-  DIST_MPI_CALL(MPI_Comm_size(comm, &P));
-  DIST_MPI_CALL(MPI_Comm_rank(comm, &me));
+/* The round on comm, where this rank is `me` of P (known to the caller). */
+static dist_status round_run(MPI_Comm comm, int me, int P, dist__round *r, const char *call) {
   /* A wait that gives up (a peer's fault, DIST_TIMEOUT) leaves its requests
    * to MPI, which may still write into them later (the exit-time flush): the
    * words live on the heap, and stay there then, not in the caller's frame. */
@@ -108,6 +106,13 @@ dist_status dist__round_run(MPI_Comm comm, dist__round *r, const char *call) {
   memcpy(r->out, w, sizeof r->out);
   free(w);
   return DIST_SUCCESS;
+}
+
+dist_status dist__round_run(MPI_Comm comm, dist__round *r, const char *call) {
+  int P = 1, me = 0;
+  DIST_MPI_CALL(MPI_Comm_size(comm, &P));
+  DIST_MPI_CALL(MPI_Comm_rank(comm, &me));
+  return round_run(comm, me, P, r, call);
 }
 
 static dist_status round_failure(int size, const dist__round *r, dist_status local, const char *what,
@@ -157,14 +162,13 @@ static dist_status on_comm(MPI_Comm comm, engine *e) {
   return DIST_SUCCESS;
 }
 
+/* A group knows its rank and size: no MPI query on the path of every verified call. */
 static dist_status on_group(const dist__group *g, engine *e) {
+  e->comm = dist__comm(g), e->g = NULL, e->rank = g->rank, e->size = g->size;
 #ifdef HAVE_GLOO
-  if (g->gloo) {
-    e->comm = MPI_COMM_NULL, e->g = g, e->rank = g->rank, e->size = g->size;
-    return DIST_SUCCESS;
-  }
+  if (g->gloo) e->comm = MPI_COMM_NULL, e->g = g;
 #endif
-  return on_comm(dist__comm(g), e);
+  return DIST_SUCCESS;
 }
 
 #ifdef HAVE_GLOO
@@ -190,7 +194,7 @@ static dist_status run(const engine *e, dist__round *r, const char *call) {
 #ifdef HAVE_GLOO
   if (e->g) return gloo_round(e, r);
 #endif
-  return dist__round_run(e->comm, r, call);
+  return round_run(e->comm, e->rank, e->size, r, call);
 }
 
 /* One round; *differs: the hashes disagree (no rank failed). */
@@ -305,9 +309,7 @@ dist_status dist__agree_status_hash_group(const dist__group *g, dist_status mine
 }
 
 dist__round dist__round_init_group(const dist__group *g, dist_status local, uint64_t hash) {
-  engine e;
-  if (on_group(g, &e)) e.rank = 0; /* the run reports the failure */
-  return round_init(e.rank, local, hash);
+  return round_init(g->rank, local, hash);
 }
 
 dist_status dist__round_run_group(const dist__group *g, dist__round *r, const char *call) {
