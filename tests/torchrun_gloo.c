@@ -33,7 +33,7 @@ static void check_all_reduce(dist__gloo *g, const int *ranks, int n) {
     double d[N];
     int32_t i32[N];
     int64_t i64[N];
-    for (size_t i = 0; i < N; i++) f[i] = (float)val(ranks[me], i), d[i] = val(ranks[me], i) * 0.5, i32[i] = (int32_t)val(ranks[me], i), i64[i] = (int64_t)val(ranks[me], i) << 33;
+    for (size_t i = 0; i < N; i++) f[i] = (float)val(ranks[me], i), d[i] = val(ranks[me], i) * 0.5, i32[i] = (int32_t)val(ranks[me], i), i64[i] = (int64_t)val(ranks[me], i) * ((int64_t)1 << 33);
     CHECK(dist__gloo_all_reduce(g, f, N, DIST_F32, ops[k]) == DIST_SUCCESS);
     CHECK(dist__gloo_all_reduce(g, d, N, DIST_F64, ops[k]) == DIST_SUCCESS);
     CHECK(dist__gloo_all_reduce(g, i32, N, DIST_I32, ops[k]) == DIST_SUCCESS);
@@ -199,17 +199,17 @@ int main(void) {
   for (int q = 0; q < l.size; q++) ranks[q] = q;
   for (int q = 0; q < l.size; q += 2) evens[ne++] = q;
   int last = l.rank == l.size - 1 && l.size > 1;
-  if (last && quit && !strcmp(quit, "connect")) return 0;
+  if (last && quit && !strcmp(quit, "connect")) return dist__rdzv_close(r, 0), 0;
   if (dist__gloo_connect(dist__rdzv_client(r), prefix, l.rank, l.size, timeout, &world)) {
     fprintf(stderr, "torchrun_gloo: rank %d: connect: %s\n", l.rank, dist_last_error());
-    return 1;
+    return dist__rdzv_close(r, 0), 1;
   }
-  if (last && quit && !strcmp(quit, "collective")) return 0;
+  if (last && quit && !strcmp(quit, "collective")) return dist__gloo_free(world), dist__rdzv_close(r, 0), 0;
   if (quit) { /* the others: the first collective must fail, not hang */
     float x = 1;
     dist_status s = dist__gloo_all_reduce(world, &x, 1, DIST_F32, DIST_SUM);
     fprintf(stderr, "torchrun_gloo: rank %d: all-reduce: %s\n", l.rank, s ? dist_last_error() : "succeeded");
-    return 1;
+    return dist__gloo_free(world), dist__rdzv_close(r, 0), 1;
   }
   if (world) {
     CHECK(dist__gloo_size(world) == l.size && dist__gloo_rank(world) == l.rank);

@@ -18,8 +18,13 @@ typedef struct me {
   char host[64];
 } me;
 
+static dist__rdzv *rdzv; /* closed (not collectively) on a failure: nothing leaks */
+static void *rows;
+
 static int fail(const char *what) {
   fprintf(stderr, "torchrun_rdzv: %s failed: %s\n", what, dist_last_error());
+  dist__rdzv_close(rdzv, 0);
+  free(rows);
   return 1;
 }
 
@@ -31,9 +36,12 @@ int main(void) {
   double timeout = t ? atof(t) : 30;
   dist__rdzv *r;
   if (dist__rdzv_open(&l, env, timeout, &r)) return fail("open");
+  rdzv = r;
   dist__rdzv_plan plan;
   dist__rdzv_plan_make(&l, env, &plan);
   me mine = {l.rank, l.size, ""}, *all = calloc((size_t)l.size, sizeof *all);
+  rows = all;
+  if (!all) return fail("calloc");
   gethostname(mine.host, sizeof mine.host - 1);
   int bad = 0;
   if (dist__rdzv_all_gather(r, "all-gather", &mine, sizeof mine, all)) return fail("all-gather");
@@ -45,9 +53,11 @@ int main(void) {
   snprintf(want, sizeof want, "from rank %d", l.size - 1);
   bad += strcmp(msg, want) != 0;
   if (dist__rdzv_barrier(r, "barrier")) return fail("barrier");
+  rdzv = NULL;
   if (dist__rdzv_close(r, 1)) return fail("close");
   printf("torchrun_rdzv: rank %d of %d %s (%s store, dialect %s)\n", l.rank, l.size, bad ? "FAILED" : "ok",
          plan.agent_store ? "torchrun's agent" : "rank 0's", dist__store_dialect_name(plan.dialect));
   free(all);
+  rows = NULL;
   return bad != 0;
 }
