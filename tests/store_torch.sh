@@ -4,7 +4,7 @@
 # Exit 77 (SKIP) when no Python has torch.
 # They use no MPI: a CI pass that differs only in its MPI or pml skips them
 # (.ci/run runs them in each build's pml ob1 pass and under ASan).
-if [ "${DIST_TESTS_WITHOUT_MPI:-}" = skip ]; then
+if [ "${CI_SKIP_TESTS_WITHOUT_MPI:-}" = skip ]; then
   echo "SKIP: no MPI in these tests; this CI pass differs from the one that ran them only in its MPI"
   exit 77
 fi
