@@ -156,8 +156,9 @@ dist_status dist__store_missing(dist__store_client *c, const char *const *keys, 
     dist_status s = recv_reply(c, &r, 1, deadline, "CHECK's answer");
     if (s == DIST_ERR_TIMEOUT)
       return dist__error(DIST_ERR_TIMEOUT,
-                         "store at %s does not answer CHECK: not a TCPStore, or one of another torch version than "
-                         "its dialect %s (set DIST_STORE_DIALECT to that torch's version)",
+                         "store at %s does not answer CHECK: a TCPStore of another torch version than this "
+                         "client's dialect %s, or not a TCPStore? (set DIST_STORE_DIALECT to the server's torch "
+                         "version)",
                          c->where, dist__store_dialect_name(c->d));
     if (s) return s;
     if (r > 1) return dist__error(DIST_ERR_CORRUPT, "store at %s: CHECK answered %u", c->where, r);
