@@ -22,5 +22,15 @@ export TWO_NODES_PREFIX=distlink TWO_NODES_TIMEOUT=${TEST_TIMEOUT:-120} TWO_NODE
 "$here/two-nodes.sh" up 200mbit 2ms || exit 99
 "$here/two-nodes.sh" run 2 "$probe" 2000 200
 rc=$?
+if [ $rc -ne 0 ]; then
+  # Once, a loaded CI pass (ASan) saw ORTE's daemon fail to reach the other
+  # namespace over a link just made; the measurement itself never ran. Say so
+  # and measure once more over a fresh link: a second failure fails the test.
+  echo "two_nodes_link: the run failed (exit $rc); bringing the link up again for one more try"
+  "$here/two-nodes.sh" down
+  "$here/two-nodes.sh" up 200mbit 2ms || exit 99
+  "$here/two-nodes.sh" run 2 "$probe" 2000 200
+  rc=$?
+fi
 "$here/two-nodes.sh" down
 exit $rc

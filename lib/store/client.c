@@ -77,10 +77,12 @@ static int u64(dist__bytes *b, uint64_t v) {
 
 static int blob(dist__bytes *b, const void *p, size_t n) { return u64(b, n) || dist__bytes_add(b, p, n); }
 
+static dist_status dialect_hint(dist__store_client *c, dist_status s);
+
 static dist_status send_req(dist__store_client *c, dist__bytes *b, int oom, double deadline, const char *what) {
   dist_status s = oom ? dist__error(DIST_ERR_NO_MEMORY, "store: request %s", what)
                       : c->fd < 0 ? dist__error(DIST_ERR_IO, "store at %s: not connected", c->where)
-                                  : dist__net_send(c->fd, b->p, b->n, deadline, what, c->where);
+                                  : dialect_hint(c, dist__net_send(c->fd, b->p, b->n, deadline, what, c->where));
   dist__bytes_free(b);
   return s;
 }
@@ -92,17 +94,19 @@ static dist_status key_ok(const char *key) {
 
 /* A reply: until the first one on a connection, a failure may mean a server
  * of another dialect (torch's own parse garbage and close, or wait), so say so. */
+static dist_status dialect_hint(dist__store_client *c, dist_status s) {
+  if (!s || c->answered) return s;
+  char msg[512];
+  snprintf(msg, sizeof msg, "%s", dist_last_error());
+  return dist__error(s, "%s (no answer yet on this connection: a TCPStore of another torch version? this client speaks "
+                        "%s; set DIST_STORE_DIALECT to the server's torch version)",
+                     msg, dist__store_dialect_name(c->d));
+}
+
 static dist_status recv_reply(dist__store_client *c, void *p, size_t n, double deadline, const char *what) {
   dist_status s = dist__net_recv(c->fd, p, n, deadline, what, c->where);
   if (!s) c->answered = 1;
-  else if (!c->answered) {
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", dist_last_error());
-    s = dist__error(s, "%s (no answer yet on this connection: a TCPStore of another torch version? this client speaks "
-                       "%s; set DIST_STORE_DIALECT to the server's torch version)",
-                    msg, dist__store_dialect_name(c->d));
-  }
-  return s;
+  return dialect_hint(c, s);
 }
 
 static dist_status recv_u64(dist__store_client *c, uint64_t *v, double deadline, const char *what) {
