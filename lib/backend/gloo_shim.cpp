@@ -236,36 +236,6 @@ dist_status dist__gloo_all_to_all_v(dist__gloo *g, const void *send, const size_
   });
 }
 
-dist_status dist__gloo_reduce_scatter_v(dist__gloo *g, const void *send, void *recv, const size_t *counts,
-                                        dist_dtype t, dist_reduce_op op) {
-  int mult, k = real_type(t, op, &mult);
-  if (k < 0)
-    return dist__error(DIST_ERR_UNSUPPORTED, "Gloo reduce-scatter-v: %s of %s", dist_reduce_op_name(op),
-                       dist_dtype_name(t));
-  size_t es = dist_dtype_size(t), off = 0;
-  std::vector<char> scratch;
-  return guarded("reduce-scatter-v", [&] {
-    for (int r = 0; r < g->ctx->size; r++) {
-      size_t n = counts[r] * (size_t)mult;
-      const char *in = static_cast<const char *>(send) + off;
-      // Non-roots need somewhere to put nothing: Gloo's reduce writes the output on the root only.
-      void *out = r == g->ctx->rank ? recv : nullptr;
-      if (!out) {
-        scratch.resize(counts[r] * es + 1);
-        out = scratch.data();
-      }
-      switch (k) {
-        case 0: reduce_as<float>(g, in, out, n, r, op); break;
-        case 1: reduce_as<double>(g, in, out, n, r, op); break;
-        case 2: reduce_as<int32_t>(g, in, out, n, r, op); break;
-        case 3: reduce_as<int64_t>(g, in, out, n, r, op); break;
-        default: reduce_as<uint8_t>(g, in, out, n, r, op); break;
-      }
-      off += counts[r] * es;
-    }
-  });
-}
-
 dist_status dist__gloo_reduce(dist__gloo *g, const void *send, void *recv, size_t count, dist_dtype t,
                               dist_reduce_op op, int root) {
   int mult, k = real_type(t, op, &mult);
@@ -284,6 +254,16 @@ dist_status dist__gloo_reduce(dist__gloo *g, const void *send, void *recv, size_
       default: reduce_as<uint8_t>(g, send, out, n, root, op); break;
     }
   });
+}
+
+dist_status dist__gloo_reduce_scatter_v(dist__gloo *g, const void *send, void *recv, const size_t *counts,
+                                        dist_dtype t, dist_reduce_op op) {
+  size_t es = dist_dtype_size(t), off = 0;
+  for (int r = 0; r < g->ctx->size; r++) {
+    DIST_CHECK(dist__gloo_reduce(g, static_cast<const char *>(send) + off, recv, counts[r], t, op, r));
+    off += counts[r] * es;
+  }
+  return DIST_SUCCESS;
 }
 
 dist_status dist__gloo_exchange(dist__gloo *g, const void *send, const size_t *sb, const size_t *sd, void *recv,

@@ -14,6 +14,18 @@
 
 static void free_group(dist__group *g);
 
+/* The group `g` into the table, in `kept` (allocated by the caller); the
+ * table takes `layout` over. */
+static void insert(dist__group *g, dist__group *kept, dist__layout *layout) {
+  g->layout = *layout;
+  memset(layout, 0, sizeof *layout);
+  g->index = dist__groups.ngroups;
+  *kept = *g;
+  dist__groups.groups[dist__groups.ngroups++] = kept;
+  dist_log(DIST_LOG_DEBUG, "group '%s': size %d, my rank %d, %d copies", g->name, g->size, g->rank,
+           g->layout.ncopies);
+}
+
 /* g's MPI part: takes comm over (MPI_COMM_NULL: not a member, nothing kept;
  * on failure comm is freed). */
 static dist_status attach(dist__group *g, MPI_Comm comm) {
@@ -67,12 +79,7 @@ dist_status dist__group_keep(const char *name, int parent, dist__layout *layout,
     if (comm != MPI_COMM_NULL) DIST_WARN_CALL(MPI_Comm_free(&comm));
     return s;
   }
-  g.layout = *layout; /* the table takes the layout over */
-  memset(layout, 0, sizeof *layout);
-  g.index = dist__groups.ngroups;
-  *kept = g;
-  dist__groups.groups[dist__groups.ngroups++] = kept;
-  dist_log(DIST_LOG_DEBUG, "group '%s': size %d, my rank %d, %d copies", g.name, g.size, g.rank, g.layout.ncopies);
+  insert(&g, kept, layout);
   return DIST_SUCCESS;
 }
 
@@ -124,12 +131,7 @@ dist_status dist__group_keep_gloo(const char *name, int parent, dist__layout *la
     return s;
   }
   g.gloo = ctx;
-  g.layout = *layout; /* the table takes the layout over */
-  memset(layout, 0, sizeof *layout);
-  g.index = dist__groups.ngroups;
-  *kept = g;
-  dist__groups.groups[dist__groups.ngroups++] = kept;
-  dist_log(DIST_LOG_DEBUG, "group '%s' (Gloo): size %d, my rank %d, %d copies", g.name, g.size, g.rank, g.layout.ncopies);
+  insert(&g, kept, layout);
   return DIST_SUCCESS;
 }
 #endif

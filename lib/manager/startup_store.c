@@ -76,7 +76,6 @@ static dist_status nodes(const first_row *all, int *leader) {
 }
 
 static dist_status first_exchange(dist_status local, int *leader) {
-  dist__manager *m = &dist__state;
   first_row mine, *all = calloc((size_t)dist__groups.size, sizeof *all);
   memset(&mine, 0, sizeof mine);
   mine.status = local;
@@ -94,7 +93,6 @@ static dist_status first_exchange(dist_status local, int *leader) {
                       "all ranks",
                       q);
   if (!s) s = agree(nodes(all, leader), "finding the nodes from host names");
-  (void)m;
   free(all);
   return s;
 }
