@@ -14,6 +14,8 @@ CUDA_BUILD=no
 # fail under MPICH (its MPI_Init needs the PMI connection it inherits).
 mpi=$(sed -n 's/^#define DIST_MPI_IMPL "\(.*\)"$/\1/p' "$B/config.h" 2>/dev/null)
 grep -q '^#define HAVE_CUDA 1' "$B/config.h" 2>/dev/null && CUDA_BUILD=yes
+GLOO_BUILD=no
+grep -q '^#define HAVE_GLOO 1' "$B/config.h" 2>/dev/null && GLOO_BUILD=yes
 
 # expect <exit: ok|fail> <text the output must contain, or !text it must not> <env assignments...>
 expect() {
@@ -28,29 +30,43 @@ expect() {
   [ $verdict = PASS ] || { failures=$((failures + 1)); printf '%s\n' "$out" | sed 's/^/    /'; }
 }
 
-# torchrun with several processes cannot be joined by MPI: say how to launch.
-expect fail "launch with 'mpirun -n 2' or 'srun -n 2'" RANK=0 WORLD_SIZE=2 LOCAL_RANK=0
+# torchrun's processes (several, which MPI cannot join) run on Gloo by
+# default; with MPI as the host engine (DIST_HOST_ENGINE=mpi, or a build
+# without Gloo) they are refused, saying how to launch.
+if [ "$GLOO_BUILD" = yes ]; then
+  MPI_ENGINE=DIST_HOST_ENGINE=mpi
+  expect fail "a launch without MPI needs MASTER_ADDR and MASTER_PORT for its rendezvous" RANK=0 WORLD_SIZE=2 LOCAL_RANK=0
+  expect fail "rendezvous of rank 1 of 2 (rank 0's store): store: no store answered at 127.0.0.1 port 1 in time" DIST_TIMEOUT=2 RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=1
+  expect fail "leave DIST_HOST_ENGINE unset: torchrun's processes then run on Gloo" $MPI_ENGINE RANK=0 WORLD_SIZE=2 LOCAL_RANK=0
+else
+  MPI_ENGINE=DIST_HOST_ENGINE=auto
+  expect fail "rebuild distmgr with libgloo-dev: torchrun's processes then run on Gloo" RANK=0 WORLD_SIZE=2 LOCAL_RANK=0
+  expect fail "DIST_HOST_ENGINE=gloo, but this distmgr was built without Gloo" DIST_HOST_ENGINE=gloo RANK=0 WORLD_SIZE=2
+fi
+expect fail "launch with 'mpirun -n 2' or 'srun -n 2'" $MPI_ENGINE RANK=0 WORLD_SIZE=2 LOCAL_RANK=0
 expect ok "[ENV] rank 0/1" RANK=0 WORLD_SIZE=1
 expect fail "RANK='abc' is not an integer (launch method ENV)" RANK=abc WORLD_SIZE=2
 expect fail "WORLD_SIZE is missing" RANK=0
 expect fail "RANK=3 is not below WORLD_SIZE=2" RANK=3 WORLD_SIZE=2
 expect fail "MASTER_PORT='http' is not an integer" RANK=0 WORLD_SIZE=1 MASTER_PORT=http
-# torchrun under srun (PhysicsNeMo's SLURM pattern): say what is true and
-# what works today, never "launch with srun".
-expect fail "launched by torchrun under srun (torchrun rank 0 of 2, srun task 0 of 1): distmgr cannot join torchrun's processes yet" RANK=0 WORLD_SIZE=2 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_STEP_ID=0
+# A bad setting under torchrun fails alone, before MPI_Init (which would abort).
+expect fail "DIST_LOG_LEVEL='loud' is not a log level" DIST_LOG_LEVEL=loud RANK=1 WORLD_SIZE=2 PMI_RANK=0 PMI_SIZE=1 PMI_FD=99 TORCHELASTIC_RUN_ID=none SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_STEP_ID=0
+# torchrun under srun (PhysicsNeMo's SLURM pattern) with MPI as the host
+# engine: say what is true and what works, never "launch with srun".
+expect fail "launched by torchrun under srun (torchrun rank 0 of 2, srun task 0 of 1): $(echo $MPI_ENGINE | sed 's/=auto$//')" $MPI_ENGINE RANK=0 WORLD_SIZE=2 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_STEP_ID=0
 if [ "$mpi" = MPICH ]; then
-  expect fail "cannot start under torchrun at all); what works today: let srun start one process per rank (srun -n 2 --mpi=pmi2 PROGRAM)" RANK=0 WORLD_SIZE=2 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_STEP_ID=0
-  expect fail "!DIST_INIT_METHOD=SLURM" RANK=0 WORLD_SIZE=2 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_STEP_ID=0
+  expect fail "cannot start under torchrun at all; what works with MPI: let srun start one process per rank (srun -n 2 --mpi=pmi2 PROGRAM)" $MPI_ENGINE RANK=0 WORLD_SIZE=2 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_STEP_ID=0
+  expect fail "!DIST_INIT_METHOD=SLURM" $MPI_ENGINE RANK=0 WORLD_SIZE=2 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_STEP_ID=0
 else
-  expect fail "keep torchrun with one process per srun task (--nproc-per-node=1) and set DIST_INIT_METHOD=SLURM" RANK=0 WORLD_SIZE=2 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_STEP_ID=0
+  expect fail "keep torchrun with one process per srun task (--nproc-per-node=1) and set DIST_INIT_METHOD=SLURM" $MPI_ENGINE RANK=0 WORLD_SIZE=2 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_STEP_ID=0
 fi
-expect fail "!launch with 'mpirun" RANK=0 WORLD_SIZE=2 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_STEP_ID=0
+expect fail "!launch with 'mpirun" $MPI_ENGINE RANK=0 WORLD_SIZE=2 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_STEP_ID=0
 expect ok "[SLURM] rank 0/1" DIST_INIT_METHOD=SLURM RANK=0 WORLD_SIZE=2 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_STEP_ID=0
 # torchrun's children under srun --mpi=pmi2 or mpirun inherit the task's
 # PMI_RANK or OMPI_* (TORCHELASTIC_RUN_ID marks torchrun's children): refused
 # as torchrun before MPI_Init, which would abort there.
-expect fail "launched by torchrun under srun (torchrun rank 1 of 2, srun task 0 of 1)" TORCHELASTIC_RUN_ID=none RANK=1 WORLD_SIZE=2 PMI_RANK=0 PMI_SIZE=1 PMI_FD=99 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_STEP_ID=0
-expect fail "launched by torchrun under an MPI launcher (torchrun rank 1 of 2, OMPI_COMM_WORLD_RANK=0 of OMPI_COMM_WORLD_SIZE=1)" TORCHELASTIC_RUN_ID=none RANK=1 WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=1
+expect fail "launched by torchrun under srun (torchrun rank 1 of 2, srun task 0 of 1)" $MPI_ENGINE TORCHELASTIC_RUN_ID=none RANK=1 WORLD_SIZE=2 PMI_RANK=0 PMI_SIZE=1 PMI_FD=99 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_STEP_ID=0
+expect fail "launched by torchrun under an MPI launcher (torchrun rank 1 of 2, OMPI_COMM_WORLD_RANK=0 of OMPI_COMM_WORLD_SIZE=1)" $MPI_ENGINE TORCHELASTIC_RUN_ID=none RANK=1 WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=1
 # MPICH's MPI_Init aborts on a PMI_FD its parent closed (torchrun does):
 # refused before it with what happened.
 if [ "$mpi" = MPICH ]; then

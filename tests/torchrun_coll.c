@@ -95,13 +95,24 @@ int main(void) {
   CHECK(dist_manager_rank(&rank) == DIST_SUCCESS && dist_manager_world_size(&size) == DIST_SUCCESS);
   CHECK(dist_manager_local_rank(&lrank) == DIST_SUCCESS && dist_manager_local_size(&lsize) == DIST_SUCCESS);
   CHECK(dist_manager_node_count(&nodes) == DIST_SUCCESS);
-  CHECK(lrank == rank && lsize == size && nodes == 1); /* one host here */
+  /* torchrun's node layout (one node per agent); the bare launcher's: one host. */
+  const char *lr = getenv("LOCAL_RANK"), *ls = getenv("LOCAL_WORLD_SIZE");
+  if (lr && ls) CHECK(lrank == atoi(lr) && lsize == atoi(ls) && nodes == size / lsize);
+  else CHECK(lrank == rank && lsize == size && nodes == 1);
   const char *backend = NULL;
   CHECK(dist_coll_backend(NULL, DIST_MEM_HOST, &backend) == DIST_SUCCESS && backend && !strcmp(backend, "gloo"));
   int world_of[16];
   for (int q = 0; q < size; q++) world_of[q] = q;
   check_group(NULL, rank, size, world_of);
-  check_group("local", rank, size, world_of);
+  /* The node groups: local (my node's ranks) and cross (one per node, same local rank). */
+  static const char *const built_in[] = {"local", "cross"};
+  for (int k = 0; k < 2; k++) {
+    int gr = -1, gs = 0, n = 0, of[16];
+    CHECK(dist_group_rank(built_in[k], &gr) == DIST_SUCCESS && dist_group_size(built_in[k], &gs) == DIST_SUCCESS);
+    CHECK(gs == (k ? nodes : lsize) && gr == (k ? rank / lsize : lrank));
+    CHECK(dist_group_members(built_in[k], of, 16, &n) == DIST_SUCCESS && n == gs);
+    if (!bad) check_group(built_in[k], gr, gs, of);
+  }
   /* A subgroup: pairs (the last rank alone at odd sizes). */
   CHECK(dist_group_create_subgroup("pair", size % 2 ? 1 : 2, NULL) == DIST_SUCCESS);
   int pr = -1, ps = 0, members[2];

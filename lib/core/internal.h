@@ -93,7 +93,7 @@ typedef struct dist__settings {
   int host_engine;                /* DIST_HOST_ENGINE: DIST__HOST_* */
 } dist__settings;
 
-#define DIST__HOST_AUTO 0 /* MPI (torchrun-style launches MPI cannot join are refused, for now) */
+#define DIST__HOST_AUTO 0 /* MPI, and Gloo for the torchrun-style launches MPI cannot join */
 #define DIST__HOST_MPI 1
 #define DIST__HOST_GLOO 2 /* launches without MPI: the store rendezvous and Gloo */
 

@@ -46,6 +46,26 @@ static int under_srun(const char *const *env) {
          (dist__env_get(env, "SLURM_STEP_ID") || dist__env_get(env, "SLURM_STEPID"));
 }
 
+/* Why MPI must run torchrun's processes here (Gloo would, otherwise), and
+ * the way out that does not change the launch. */
+static const char *why_mpi(void) {
+#ifdef HAVE_GLOO
+  return "DIST_HOST_ENGINE=mpi, but MPI cannot join torchrun's processes (torchrun starts them without an MPI "
+         "runtime)";
+#else
+  return "this distmgr was built without Gloo (configure found no libgloo-dev), and MPI cannot join torchrun's "
+         "processes (torchrun starts them without an MPI runtime)";
+#endif
+}
+
+static const char *way_out(void) {
+#ifdef HAVE_GLOO
+  return "; or leave DIST_HOST_ENGINE unset: torchrun's processes then run on Gloo, without MPI";
+#else
+  return "; or rebuild distmgr with libgloo-dev: torchrun's processes then run on Gloo, without MPI";
+#endif
+}
+
 dist_status dist__launch_refuse_torchrun(const dist_launch *l, const char *const *env) {
   char lib[96];
   mpi_family f = mpi_library(lib, sizeof lib);
@@ -53,16 +73,15 @@ dist_status dist__launch_refuse_torchrun(const dist_launch *l, const char *const
     /* MPICH joins srun through PMI-2, whose connection torchrun closes. */
     char why[256] = "";
     if (f == MPI_MPICH)
-      snprintf(why, sizeof why, ", and closes the PMI connection srun gives each task, so this program's MPI (%s) "
-               "cannot start under torchrun at all", lib);
+      snprintf(why, sizeof why, "; it also closes the PMI connection srun gives each task, so this program's MPI "
+               "(%s) cannot start under torchrun at all", lib);
     const char *works = f == MPI_MPICH ? "" : ", or keep torchrun with one process per srun task (--nproc-per-node=1) "
                                               "and set DIST_INIT_METHOD=SLURM";
     return dist__error(DIST_ERR_UNSUPPORTED,
-                       "launched by torchrun under srun (torchrun rank %d of %d, srun task %.16s of %.16s): distmgr "
-                       "cannot join torchrun's processes yet (torchrun starts them without an MPI runtime%s); what "
-                       "works today: let srun start one process per rank (srun -n %d --mpi=%s PROGRAM)%s",
-                       l->rank, l->size, env_or(env, "SLURM_PROCID", "?"), env_or(env, "SLURM_NTASKS", "?"), why,
-                       l->size, f == MPI_MPICH ? "pmi2" : "pmix", works);
+                       "launched by torchrun under srun (torchrun rank %d of %d, srun task %.16s of %.16s): %s%s; "
+                       "what works with MPI: let srun start one process per rank (srun -n %d --mpi=%s PROGRAM)%s%s",
+                       l->rank, l->size, env_or(env, "SLURM_PROCID", "?"), env_or(env, "SLURM_NTASKS", "?"), why_mpi(),
+                       why, l->size, f == MPI_MPICH ? "pmi2" : "pmix", works, way_out());
   }
   const char *outer = dist__env_get(env, "OMPI_COMM_WORLD_RANK") ? "OMPI_COMM_WORLD"
                       : dist__env_get(env, "PMI_RANK")           ? "PMI"
@@ -73,15 +92,15 @@ dist_status dist__launch_refuse_torchrun(const dist_launch *l, const char *const
     snprintf(sv, sizeof sv, "%s_SIZE", outer);
     return dist__error(DIST_ERR_UNSUPPORTED,
                        "launched by torchrun under an MPI launcher (torchrun rank %d of %d, %s=%.16s of %s=%.16s): "
-                       "distmgr cannot join torchrun's processes yet (torchrun starts them without an MPI runtime); "
-                       "what works today: let the MPI launcher start one process per rank (mpirun -n %d PROGRAM, or "
-                       "mpiexec -n %d PROGRAM for MPICH)",
-                       l->rank, l->size, rv, env_or(env, rv, "?"), sv, env_or(env, sv, "?"), l->size, l->size);
+                       "%s; what works with MPI: let the MPI launcher start one process per rank (mpirun -n %d "
+                       "PROGRAM, or mpiexec -n %d PROGRAM for MPICH)%s",
+                       l->rank, l->size, rv, env_or(env, rv, "?"), sv, env_or(env, sv, "?"), why_mpi(), l->size,
+                       l->size, way_out());
   }
   return dist__error(DIST_ERR_UNSUPPORTED,
-                     "launched by torchrun-style variables (WORLD_SIZE=%d) without an MPI launcher: MPI cannot join "
-                     "processes it did not start; launch with 'mpirun -n %d' or 'srun -n %d' instead",
-                     l->size, l->size, l->size);
+                     "launched by torchrun-style variables (WORLD_SIZE=%d) without an MPI launcher: %s; launch with "
+                     "'mpirun -n %d' or 'srun -n %d' instead%s",
+                     l->size, why_mpi(), l->size, l->size, way_out());
 }
 
 /* MPICH's MPI_Init aborts the process when PMI_FD names a closed file: a

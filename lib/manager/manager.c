@@ -283,7 +283,9 @@ static dist_status detect(const dist_init_options *o) {
   dist__engine.node_tasks = dist__launch_node_tasks((const char *const *)environ, &m->launch);
   if (m->launch.note[0]) dist_log(DIST_LOG_INFO, "%s", m->launch.note);
   if (m->launch.warning[0]) dist_log(DIST_LOG_WARN, "%s", m->launch.warning);
-  if (m->settings.host_engine == DIST__HOST_GLOO) {
+  /* Gloo when asked, and by default for the processes MPI cannot join (torchrun's). */
+  int forced_gloo = m->settings.host_engine == DIST__HOST_GLOO;
+  if (forced_gloo || (m->settings.host_engine == DIST__HOST_AUTO && !m->launch.mpi_can_join)) {
 #ifdef HAVE_GLOO
     if (m->launch.method != DIST_LAUNCH_ENV)
       return dist__error(DIST_ERR_UNSUPPORTED,
@@ -293,8 +295,9 @@ static dist_status detect(const dist_init_options *o) {
     m->without_mpi = 1;
     return DIST_SUCCESS;
 #else
-    return dist__error(DIST_ERR_UNSUPPORTED, "DIST_HOST_ENGINE=gloo, but this distmgr was built without Gloo "
-                                             "(configure found no libgloo-dev)");
+    if (forced_gloo)
+      return dist__error(DIST_ERR_UNSUPPORTED, "DIST_HOST_ENGINE=gloo, but this distmgr was built without Gloo "
+                                               "(configure found no libgloo-dev)");
 #endif
   }
   if (!m->launch.mpi_can_join) return dist__launch_refuse_torchrun(&m->launch, (const char *const *)environ);
@@ -332,6 +335,9 @@ static dist_status initialize(MPI_Comm adopt, const dist_init_options *options, 
    * all ranks agree on the outcome: nobody is left waiting in a collective. */
   dist_status read = read_settings();
   dist_status detected = read ? DIST_SUCCESS : detect(&o);
+  dist_launch seen;
+  if (read && !dist_launch_detect((const char *const *)environ, DIST_LAUNCH_AUTO, &seen) && !seen.mpi_can_join)
+    return read; /* a bad setting under torchrun: MPI_Init would only abort (see below) */
   /* torchrun's processes: MPI_Init could only abort (under srun they all
    * inherit one task's PMI identity), and there is no MPI world to agree in. */
   if (detected && !read && m->launch.method == DIST_LAUNCH_ENV && !m->launch.mpi_can_join) return detected;

@@ -161,9 +161,9 @@ static const struct {
       "torchrun sets), torch22 (torch >= 2.2), torch21, torch113 (torch <= 2.0), or a torch version"},
      parse_store_dialect, AT(store_dialect, INT), LOCAL},
     {{"DIST_HOST_ENGINE", "auto",
-      "host-memory engine: auto (MPI), mpi, or gloo: a torchrun-style launch (RANK, WORLD_SIZE, MASTER_ADDR, "
-      "MASTER_PORT) runs without MPI, through a TCPStore rendezvous and Gloo (in progress: flat collectives and "
-      "groups)"},
+      "host-memory engine: auto (MPI; Gloo for torchrun's processes, which MPI cannot join), mpi, or gloo: a "
+      "torchrun-style launch (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) runs without MPI, through a TCPStore "
+      "rendezvous and Gloo"},
      parse_host_engine, AT(host_engine, INT), MATCH},
 };
 #define NSETTINGS ((int)(sizeof TABLE / sizeof TABLE[0]))

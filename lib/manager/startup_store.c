@@ -48,18 +48,28 @@ static dist_status agree(dist_status mine, const char *what) {
 typedef struct first_row {
   int64_t status;
   uint64_t settings; /* dist__settings_hash: the settings every rank must share */
+  int64_t agent;     /* torchrun's GROUP_RANK (its agent, a "node" of its own), or -1 */
   char host[HOST_MAX];
 } first_row;
 
-/* Nodes from host names (or DIST_RANKS_PER_NODE blocks): leader = lowest
- * rank of my node, local rank and size by rank order. */
+/* torchrun's agent of this process: two agents on one host (srun -n 2 on a
+ * node, each task running torchrun) are two nodes to torchrun, whose
+ * LOCAL_RANK and LOCAL_WORLD_SIZE count each agent's processes only. */
+static int64_t agent_of(void) {
+  long v;
+  const char *g = getenv("GROUP_RANK");
+  return g && dist__parse_int_loose(g, &v) && v >= 0 ? v : -1;
+}
+
+/* Nodes from host names and torchrun's agents (or DIST_RANKS_PER_NODE
+ * blocks): leader = lowest rank of my node, local rank and size by rank order. */
 static dist_status nodes(const first_row *all, int *leader) {
   dist__manager *m = &dist__state;
   int me = dist__groups.rank, n = m->settings.ranks_per_node;
   *leader = -1;
   m->local_rank = m->local_size = 0;
   for (int q = 0; q < dist__groups.size; q++) {
-    int same = n > 0 ? q / n == me / n : !strncmp(all[q].host, all[me].host, HOST_MAX);
+    int same = n > 0 ? q / n == me / n : !strncmp(all[q].host, all[me].host, HOST_MAX) && all[q].agent == all[me].agent;
     if (!same) continue;
     if (*leader < 0) *leader = q;
     if (q < me) m->local_rank++;
@@ -80,6 +90,7 @@ static dist_status first_exchange(dist_status local, int *leader) {
   memset(&mine, 0, sizeof mine);
   mine.status = local;
   mine.settings = local ? 0 : dist__settings_hash();
+  mine.agent = agent_of();
   if (gethostname(mine.host, sizeof mine.host - 1)) snprintf(mine.host, sizeof mine.host, "?");
   if (!all) return agree(dist__error(DIST_ERR_NO_MEMORY, "start-up rows"), "starting distmgr");
   const char *what = "starting distmgr (DIST_* settings, launch detection)";

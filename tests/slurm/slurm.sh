@@ -76,30 +76,48 @@ check "${batch_mpirun%% *} inside sbatch detected as $batch_says" 2 "^\\[$batch_
 # srun ... torchrun ... (PhysicsNeMo's SLURM pattern: one torchrun per srun
 # task, joined into one torchrun world by a rendezvous; here the static one,
 # node rank = SLURM_PROCID; tests/slurm/torchrun.py is torchrun's own agent,
-# Debian's CLI being broken): refused with what is true and what works
-# today; with one process per task and DIST_INIT_METHOD=SLURM it runs with
-# Open MPI (PMIx), while MPICH's pmi2 connection is closed by torchrun.
+# Debian's CLI being broken). In a build with Gloo it runs without MPI: each
+# torchrun agent a node of two, a group tree and a collective over all four
+# ranks. With MPI as the host engine (DIST_HOST_ENGINE=mpi, or no Gloo) it is
+# refused with what is true and what works; with one process per task and
+# DIST_INIT_METHOD=SLURM it runs with Open MPI (PMIx), while MPICH's pmi2
+# connection is closed by torchrun.
 # A port free now, for each step: a fixed one can still be held (TIME_WAIT,
 # another job) and torchrun's store then fails to bind ("Address already in use").
 free_port() {
   /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
-torchrun_step() { # torchrun_step NPROC_PER_NODE: 2 srun tasks, one torchrun each
+torchrun_step() { # torchrun_step NPROC_PER_NODE [PROGRAM]: 2 srun tasks, one torchrun each
   timeout 120 $SRUN 2 sh -c 'exec /usr/bin/python3 "$0" --nnodes=2 --node_rank="$SLURM_PROCID" \
     --master_addr=127.0.0.1 --master_port="$1" --nproc_per_node="$2" --no_python "$3"' \
-    "$here/torchrun.py" "$(free_port)" "$1" "$B/examples/hello" 2>&1
+    "$here/torchrun.py" "$(free_port)" "$1" "${2:-$B/examples/hello}" 2>&1
 }
+gloo=no
+grep -q '^#define HAVE_GLOO 1' "$B/config.h" 2>/dev/null && gloo=yes
 if /usr/bin/python3 -c 'import torch.distributed.run' >/dev/null 2>&1; then
-  out=$(torchrun_step 2)
+  engine=DIST_HOST_ENGINE=auto
+  if [ $gloo = yes ]; then
+    engine=DIST_HOST_ENGINE=mpi
+    out=$(torchrun_step 2)
+    check "srun -n 2 torchrun --nnodes=2 --nproc_per_node=2: 4 ranks on Gloo, each agent a node of 2" 4 \
+      '^\[ENV\] rank [0-3]/4 local [01]/2 node [01] .*model_parallel [01]/2 data_parallel [01]/2' "$out"
+    if [ -x "$B/tests/torchrun_coll" ]; then
+      out=$(torchrun_step 2 "$B/tests/torchrun_coll")
+      check "srun -n 2 torchrun --nnodes=2 --nproc_per_node=2: collectives and groups on Gloo" 4 \
+        '^torchrun_coll: rank [0-3] of 4 ok' "$out"
+    fi
+  fi
   if [ "$srun_says" = MPICH ]; then
     # torchrun's children inherit PMI_RANK and a PMI_FD that torchrun closed.
-    check "srun --mpi=pmi2 -n 2 torchrun --nproc_per_node=2: refused as torchrun under srun, before MPI_Init" 4 \
-      "launched by torchrun under srun \(torchrun rank [0-3] of 4, srun task [01] of 2\).*srun -n 4 --mpi=pmi2 PROGRAM\)\)$" "$out"
+    out=$(export $engine; torchrun_step 2)
+    check "srun --mpi=pmi2 -n 2 torchrun --nproc_per_node=2, MPI as host engine: refused as torchrun under srun, before MPI_Init" 4 \
+      "launched by torchrun under srun \(torchrun rank [0-3] of 4, srun task [01] of 2\).*srun -n 4 --mpi=pmi2 PROGRAM\);" "$out"
     out=$(DIST_INIT_METHOD=SLURM torchrun_step 1)
     check "srun --mpi=pmi2 -n 2 torchrun --nproc_per_node=1 with DIST_INIT_METHOD=SLURM: the closed PMI_FD named" 2 \
       "PMI_FD=[0-9]+ is not an open file in this process, so MPICH [0-9.]+'s MPI_Init would abort" "$out"
   else
-    check "srun -n 2 torchrun --nproc_per_node=2: refused, told as torchrun under srun" 4 \
+    out=$(export $engine; torchrun_step 2)
+    check "srun -n 2 torchrun --nproc_per_node=2, MPI as host engine: refused, told as torchrun under srun" 4 \
       "launched by torchrun under srun \(torchrun rank [0-3] of 4, srun task [01] of 2\).*DIST_INIT_METHOD=SLURM" "$out"
     out=$(DIST_INIT_METHOD=SLURM torchrun_step 1)
     check "srun -n 2 torchrun --nproc_per_node=1 with DIST_INIT_METHOD=SLURM runs" 2 '^\[SLURM\] rank [01]/2' "$out"
