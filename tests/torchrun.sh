@@ -93,6 +93,29 @@ if [ -x "$gloo" ]; then
     bare "$gloo" 3 DIST_TIMEOUT=3 TORCHRUN_GLOO_QUIT=connect
   refuse "Gloo: a rank quits before the first collective" "all-reduce: Gloo all-reduce:" 20 \
     bare "$gloo" 3 DIST_TIMEOUT=3 TORCHRUN_GLOO_QUIT=collective
+  # DASO on Gloo (private cross groups, bf16 sums kept 16-bit on the wire)
+  # under two torchrun agents of 2 (torchrun's nodes): every epoch's loss as
+  # under mpirun with 2 simulated nodes of 2, digit for digit.
+  daso=$B/examples/train_daso
+  port=$(free_port)
+  for node in 0 1; do
+    DIST_TIMEOUT=60 timeout -k 5 120 "$py" "$here/slurm/torchrun.py" --no_python --nnodes=2 --node_rank=$node \
+      --master_addr=127.0.0.1 --master_port="$port" --nproc_per_node=2 "$daso" > daso.$node.$$ 2>&1 &
+    eval "agent$node=\$!"
+  done
+  wait "$agent0"; rc0=$?; wait "$agent1"; rc1=$?
+  timeout -k 5 120 ${LAUNCHER:-mpirun --oversubscribe --allow-run-as-root -n} 4 env DIST_RANKS_PER_NODE=2 "$daso" > daso.mpi.$$ 2>&1
+  rcm=$?
+  losses() { grep -ho "loss [0-9.e+-]*\|final loss [0-9.]*" "$@" | sort; }
+  if [ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] && [ $rcm -eq 0 ] && [ "$(losses daso.0.$$ daso.1.$$)" = "$(losses daso.mpi.$$)" ] &&
+    grep -q "4 ranks on 2 nodes" daso.0.$$; then
+    echo "ok   DASO under torchrun --nnodes=2 (Gloo): the losses of mpirun's run, $(losses daso.mpi.$$ | grep -c .) lines"
+  else
+    echo "FAIL DASO under torchrun --nnodes=2 (exit $rc0 $rc1, mpirun $rcm): losses differ from mpirun's or a run failed"
+    tail -5 daso.0.$$ daso.1.$$ daso.mpi.$$ | sed 's/^/     /'
+    failures=$((failures + 1))
+  fi
+  rm -f daso.0.$$ daso.1.$$ daso.mpi.$$
 else
   echo "skip Gloo: tests/torchrun_gloo not built (configure found no libgloo-dev)"
 fi

@@ -143,6 +143,11 @@ static dist_status barrier(dist__group *g) {
   return dist__gloo_barrier(g->gloo);
 }
 
+static dist_status sum16(dist__group *g, void *buf, size_t count, dist_dtype t, dist__pending *p) {
+  DIST_CHECK(context(g));
+  return dist__gloo_sum16(g->gloo, buf, count, t);
+}
+
 static dist_status done(dist__pending *p) { return DIST_SUCCESS; }
 
 static dist_status test(dist__pending *p, int *finished) {
@@ -165,5 +170,5 @@ const dist__backend dist__backend_gloo = {
     .wait = done,
     .test = test,
     .fallback = NULL,
-    .sum16 = NULL,
+    .sum16 = sum16,
 };

@@ -43,6 +43,9 @@ dist_status dist__gloo_all_to_all_v(dist__gloo *g, const void *send, const size_
 dist_status dist__gloo_reduce_scatter_v(dist__gloo *g, const void *send, void *recv, const size_t *counts,
                                         dist_dtype t, dist_reduce_op op);
 dist_status dist__gloo_barrier(dist__gloo *g);
+/* In-place sum of bf16 or f16 values that stay 16-bit on the wire: each
+ * combine adds in f32 and rounds back (as the MPI and NCCL backends do). */
+dist_status dist__gloo_sum16(dist__gloo *g, void *buf, size_t count, dist_dtype t);
 /* count elements of t reduced over the ranks into root's recv (send ==
  * recv allowed); non-roots' recv is not written. */
 dist_status dist__gloo_reduce(dist__gloo *g, const void *send, void *recv, size_t count, dist_dtype t,

@@ -26,6 +26,7 @@
 
 extern "C" {
 #include "backend/gloo.h"
+#include "mem/f16_loops.h"
 }
 
 namespace {
@@ -197,6 +198,31 @@ dist_status dist__gloo_all_reduce(dist__gloo *g, void *buf, size_t count, dist_d
       case 3: allreduce_as<int64_t>(g, buf, n, op); break;
       default: allreduce_as<uint8_t>(g, buf, n, op); break;
     }
+  });
+}
+
+namespace {
+// Gloo's combine is c = a + b, where c may be a or b; the loops add in place.
+template <void (*Sum)(const uint16_t *, uint16_t *, size_t)>
+void sum16(void *c, const void *a, const void *b, size_t n) {
+  auto *out = static_cast<uint16_t *>(c);
+  auto *x = static_cast<const uint16_t *>(a), *y = static_cast<const uint16_t *>(b);
+  if (out == y) return Sum(x, out, n);
+  if (out != x) memcpy(out, x, n * sizeof *out);
+  Sum(y, out, n);
+}
+}  // namespace
+
+dist_status dist__gloo_sum16(dist__gloo *g, void *buf, size_t count, dist_dtype t) {
+  if (t != DIST_BF16 && t != DIST_F16)
+    return dist__error(DIST_ERR_INTERNAL, "Gloo 16-bit sum of %s", dist_dtype_name(t));
+  return guarded("16-bit sum", [&] {
+    gloo::AllreduceOptions o(g->ctx);
+    o.setOutput(static_cast<uint16_t *>(buf), count);
+    o.setReduceFunction(t == DIST_BF16 ? &sum16<dist__bf16_sum> : &sum16<dist__f16_sum>);
+    o.setTag(g->tag++);
+    o.setTimeout(g->timeout);
+    gloo::allreduce(o);
   });
 }
 

@@ -221,15 +221,57 @@ static dist_status private_fill(const char *name, MPI_Comm comm, dist__group *ou
                               : dist__mpi_error(rc, "MPI_Group_translate_ranks");
 }
 
-/* Private groups are MPI communicators (DASO's); not yet on Gloo. */
-static dist_status no_private(const char *name, dist__group *out) {
+#ifdef HAVE_GLOO
+/* A private group on Gloo: its members (world ranks, in group order; NULL:
+ * not a member) meet under a key prefix naming the how-manieth private group
+ * this is (every rank makes them in the same order, as MPI's would need too)
+ * and its first member, so that the copies of a split stay apart. */
+static dist_status private_gloo(const char *name, const int *members, int size, dist__group *out) {
+  unsigned long seq = dist__engine.private_seq++;
   dist__group_private_clear(out);
-  return dist__error(DIST_ERR_UNSUPPORTED, "%s: private groups (DASO's node and cross exchanges) need MPI; not yet "
-                     "available with DIST_HOST_ENGINE=gloo", name);
+  snprintf(out->name, sizeof out->name, "%s", name);
+  if (!members) return DIST_SUCCESS;
+  out->members = malloc(sizeof(int) * (size_t)size);
+  if (!out->members) return dist__error(DIST_ERR_NO_MEMORY, "members of %s", name);
+  memcpy(out->members, members, sizeof(int) * (size_t)size);
+  for (int i = 0; i < size; i++)
+    if (members[i] == dist__groups.rank) out->rank = i;
+  out->size = size;
+  char prefix[256];
+  snprintf(prefix, sizeof prefix, "%sprivate/%lu/%d/", dist__rdzv_prefix(dist__engine.rdzv), seq, members[0]);
+  dist_status s = dist__gloo_connect(dist__rdzv_client(dist__engine.rdzv), prefix, out->rank, size,
+                                     dist__engine.gloo_timeout, &out->gloo);
+  if (s) dist__group_private_free(out);
+  return s;
 }
 
+/* MPI_Comm_split's grouping from everyone's (color, key), gathered over the
+ * world's Gloo context: my color's ranks by key, then world rank. */
+static dist_status split_gloo(const char *name, int color, int key, dist__group *out) {
+  int P = dist__groups.size, n = 0;
+  int32_t mine[2] = {color, key}, *all = malloc(sizeof *all * 2 * (size_t)P);
+  int *members = malloc(sizeof *members * (size_t)P);
+  size_t *bytes = calloc((size_t)P, sizeof *bytes);
+  dist_status s = all && members && bytes ? DIST_SUCCESS : dist__error(DIST_ERR_NO_MEMORY, "splitting %s", name);
+  for (int q = 0; !s && q < P; q++) bytes[q] = sizeof mine;
+  if (!s) s = dist__gloo_all_gather_v(dist__groups.groups[0]->gloo, mine, all, bytes);
+  for (int q = 0; !s && color >= 0 && q < P; q++) {
+    if (all[2 * q] != color) continue;
+    int at = n++; /* insertion by (key, rank): q rises, so ties keep rank order */
+    while (at > 0 && all[2 * members[at - 1] + 1] > all[2 * q + 1]) members[at] = members[at - 1], at--;
+    members[at] = q;
+  }
+  if (!s) s = private_gloo(name, color >= 0 ? members : NULL, n, out);
+  else dist__group_private_clear(out);
+  free(all), free(members), free(bytes);
+  return s;
+}
+#endif
+
 dist_status dist__group_split_private(const char *name, int color, int key, dist__group *out) {
-  if (dist__engine.rdzv) return no_private(name, out);
+#ifdef HAVE_GLOO
+  if (dist__engine.rdzv) return split_gloo(name, color, key, out);
+#endif
   MPI_Comm comm = MPI_COMM_NULL;
   int rc = MPI_Comm_split(dist__engine.world, color >= 0 ? color : MPI_UNDEFINED, key, &comm);
   if (rc != MPI_SUCCESS) {
@@ -240,7 +282,9 @@ dist_status dist__group_split_private(const char *name, int color, int key, dist
 }
 
 dist_status dist__group_copy_private(const char *name, const dist__group *of, dist__group *out) {
-  if (dist__engine.rdzv) return no_private(name, out);
+#ifdef HAVE_GLOO
+  if (dist__engine.rdzv) return private_gloo(name, of->members, of->size, out);
+#endif
   MPI_Comm comm = MPI_COMM_NULL;
   MPI_Group world, members;
   int rc = MPI_Comm_group(dist__engine.world, &world);
@@ -259,6 +303,10 @@ dist_status dist__group_copy_private(const char *name, const dist__group *of, di
 
 void dist__group_private_free(dist__group *g) {
   dist__backend_release_group(g);
+#ifdef HAVE_GLOO
+  dist__gloo_free(g->gloo);
+  g->gloo = NULL;
+#endif
   detach(g);
   free(g->members);
   g->members = NULL;

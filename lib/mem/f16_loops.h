@@ -12,6 +12,8 @@
 void dist__f16_narrow(const float *src, uint16_t *dst, size_t n);
 void dist__f16_widen_scale(const uint16_t *src, float *dst, size_t n, float scale); /* a NaN comes out quiet */
 void dist__f16_sum(const uint16_t *a, uint16_t *b, size_t n);                    /* b = f16(f32(a) + f32(b)) */
+/* b = bf16(f32(a) + f32(b)); a and b must not overlap */
+void dist__bf16_sum(const uint16_t *a, uint16_t *b, size_t n);
 /* 1 when the F16C loops run on this CPU (tests compare both paths). */
 int dist__f16_hw(void);
 /* The scalar loops, whatever the CPU (the tests' reference). */

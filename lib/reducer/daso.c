@@ -115,7 +115,7 @@ static dist_status setup(dist_daso *d, const dist_daso_options *o, const char *w
   if (differs) return dist__error(s, "%s: ranks passed different options", what);
   dist__group *all = NULL;
   if (!s) s = dist__group_find("world", &all);
-  if (!s) s = dist__backend_mpi.all_reduce(all, sizes, ext, 2, DIST_I32, DIST_MAX, NULL);
+  if (!s) s = dist__backend_host(all)->all_reduce(all, sizes, ext, 2, DIST_I32, DIST_MAX, NULL);
   if (!s && ext[0] != -ext[1])
     s = dist__error(DIST_ERR_UNSUPPORTED, "%s: nodes have between %d and %d ranks; DASO needs the same number on every node",
                     what, -ext[1], ext[0]);
@@ -300,12 +300,12 @@ dist_status dist_daso_epoch_loss_logic(dist_daso *d, double loss, int already_av
   double avg = 0;
   dist__group *world;
   DIST_CHECK(dist__group_find("world", &world));
-  DIST_CHECK(dist__backend_mpi.all_reduce(world, &loss, &avg, 1, DIST_F64, DIST_SUM, NULL));
+  DIST_CHECK(dist__backend_host(world)->all_reduce(world, &loss, &avg, 1, DIST_F64, DIST_SUM, NULL));
   if (already_averaged) avg = loss;
   else avg /= dist__groups.size;
   int aa = already_averaged != 0;
   double v[9] = {avg, -avg, d->s.epoch, -d->s.epoch, d->s.cur, -d->s.cur, !isfinite(loss), aa, -aa}, mx[9];
-  DIST_CHECK(dist__backend_mpi.all_reduce(world, v, mx, 9, DIST_F64, DIST_MAX, NULL));
+  DIST_CHECK(dist__backend_host(world)->all_reduce(world, v, mx, 9, DIST_F64, DIST_MAX, NULL));
   if (mx[2] != -mx[3] || mx[4] != -mx[5])
     return dist__error(DIST_ERR_MISMATCH, "%s: ranks are at different points (epochs %g to %g, batches %g to %g)", what,
                        -mx[3], mx[2], -mx[5], mx[4]);

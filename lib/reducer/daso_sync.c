@@ -81,12 +81,14 @@ dist_status dist__daso_sync_init(dist_daso *d) {
   if (!d->ref || !d->wire || !d->req || (d->o.merge == DIST_DASO_MERGE_DELTA && !d->sent) || (stage && !d->stage))
     return dist__error(DIST_ERR_NO_MEMORY, "dist_daso_create: buffers for %lld parameters", (long long)d->n);
   for (int c = 0; c < d->nchunks; c++) dist__pending_init(&d->req[c]);
-  if (d->o.downcast != DIST_F32) DIST_CHECK(dist__half_sum_ready(d->o.downcast)); /* so that a send cannot fail on it */
+  /* MPI's 16-bit sum op, made now so that a send cannot fail on it */
+  if (d->o.downcast != DIST_F32 && dist__backend_host(&d->cross) == &dist__backend_mpi)
+    DIST_CHECK(dist__half_sum_ready(d->o.downcast));
   return dist__daso_set_ref(d);
 }
 
 void dist__daso_sync_free(dist_daso *d) {
-  for (int c = 0; d->inflight && c < d->nchunks; c++) dist__backend_mpi.wait(&d->req[c]);
+  for (int c = 0; d->inflight && c < d->nchunks; c++) dist__backend_host(&d->cross)->wait(&d->req[c]);
   free(d->ref);
   free(d->wire);
   free(d->req);
@@ -135,7 +137,7 @@ dist_status dist__daso_send(dist_daso *d, int sender) {
   if (d->lrank != sender) return DIST_SUCCESS;
   if (d->inflight) return dist__error(DIST_ERR_INTERNAL, "DASO: a send is already in flight");
   set_flag(d, pack_all(d));
-  const dist__backend *be = &dist__backend_mpi;
+  const dist__backend *be = dist__backend_host(&d->cross);
   int64_t total = d->n + 1, chunk = d->o.sending_chunk_size;
   for (int c = 0; c < d->nchunks; c++) {
     int64_t lo = c * chunk, len = total - lo < chunk ? total - lo : chunk;
@@ -158,7 +160,7 @@ dist_status dist__daso_poke(dist_daso *d) {
   /* completed requests are done: the later waits return at once */
   for (int c = 0; c < d->nchunks; c++) {
     int done = 0;
-    DIST_CHECK(dist__backend_mpi.test(&d->req[c], &done));
+    DIST_CHECK(dist__backend_host(&d->cross)->test(&d->req[c], &done));
   }
   return DIST_SUCCESS;
 }
@@ -170,7 +172,7 @@ dist_status dist__daso_poke(dist_daso *d) {
  * group; the first failure is returned. */
 static dist_status finish(dist_daso *d, int blocking, int btw, int *merged) {
   for (int c = 0; c < d->nchunks; c++) {
-    dist_status ws = dist__backend_mpi.wait(&d->req[c]);
+    dist_status ws = dist__backend_host(&d->cross)->wait(&d->req[c]);
     if (ws) return ws; /* left in flight: the job cannot continue (see wait.h) */
   }
   d->inflight = 0;
@@ -219,13 +221,19 @@ static dist_status finish(dist_daso *d, int blocking, int btw, int *merged) {
  * link does: wait without spinning, so that the sender and the network
  * stack get the cores (bench/daso, 4 ranks on 2 cores: blocking syncs 11 %
  * faster). A 50 us nap is noise against a sync of milliseconds. */
+static dist_status broadcast_napping(dist__group *g, void *buf, size_t count, dist_dtype t, int root) {
+  const dist__backend *be = dist__backend_host(g);
+  /* Gloo's waits already block in the kernel */
+  return be == &dist__backend_mpi ? dist__mpi_broadcast_napping(g, buf, count, t, root) : be->broadcast(g, buf, count, t, root);
+}
+
 /* My copy of the group's agreed parameters from the node's sender, in
  * pieces that fit MPI's int count. */
 static dist_status bcast_ref(dist_daso *d, int sender) {
   const size_t piece = (size_t)1 << 30;
   for (size_t off = 0; off < d->nbytes; off += piece) {
     size_t len = d->nbytes - off < piece ? d->nbytes - off : piece;
-    DIST_CHECK(dist__backend_mpi.broadcast(d->local, (char *)d->ref + off, len, DIST_U8, sender));
+    DIST_CHECK(dist__backend_host(d->local)->broadcast(d->local, (char *)d->ref + off, len, DIST_U8, sender));
   }
   return DIST_SUCCESS;
 }
@@ -241,9 +249,9 @@ dist_status dist__daso_receive(dist_daso *d, int sender, int blocking, int btw) 
   char why[512] = "";
   if (s) snprintf(why, sizeof why, "%s", dist_last_error());
   int32_t st[2] = {(int32_t)s, merged};
-  DIST_CHECK(dist__mpi_broadcast_napping(d->local, st, 2, DIST_I32, sender));
+  DIST_CHECK(broadcast_napping(d->local, st, 2, DIST_I32, sender));
   if (st[0]) { /* the sender's reason too (e.g. the NaN), not just the code */
-    dist_status bs = dist__backend_mpi.broadcast(d->local, why, sizeof why, DIST_U8, sender);
+    dist_status bs = dist__backend_host(d->local)->broadcast(d->local, why, sizeof why, DIST_U8, sender);
     if (bs && !s) return bs;
     why[sizeof why - 1] = '\0';
     if (!st[1]) return s ? dist__error(s, "%s", why)

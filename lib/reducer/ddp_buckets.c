@@ -80,8 +80,9 @@ dist_status dist__ddp_alloc_buffers(dist_ddp *d) {
     DIST_CHECK(dist__mem_alloc(b->memory, (size_t)b->numel * esize, &b->buf));
     b->wire = b->dtype;
     b->wirebuf = b->buf;
-    if (b->memory == DIST_MEM_HOST && !d->has_hook && (dist__dtype_is16(b->dtype) || d->o.compress != DIST_DDP_COMPRESS_NONE)) {
-      /* made now, so that launching a bucket cannot fail on it */
+    if (d->be[k] == &dist__backend_mpi && !d->has_hook &&
+        (dist__dtype_is16(b->dtype) || d->o.compress != DIST_DDP_COMPRESS_NONE)) {
+      /* MPI's 16-bit sum op, made now so that launching a bucket cannot fail on it */
       DIST_CHECK(dist__half_sum_ready(d->o.compress == DIST_DDP_COMPRESS_F16 || b->dtype == DIST_F16 ? DIST_F16 : DIST_BF16));
     }
     if (!d->has_hook && d->o.compress != DIST_DDP_COMPRESS_NONE && b->dtype == DIST_F32) {

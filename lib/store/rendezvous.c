@@ -69,6 +69,11 @@ dist_status dist__rdzv_open(const dist_launch *l, const char *const *env, double
   dist__rdzv *r = calloc(1, sizeof *r);
   if (!r) return dist__error(DIST_ERR_NO_MEMORY, "rendezvous");
   r->plan = plan;
+  /* The agent's store outlives an initialize: each one of this process (the
+   * same count on every rank) gets keys of its own. */
+  static unsigned long opened;
+  size_t used = strlen(r->plan.prefix);
+  snprintf(r->plan.prefix + used, sizeof r->plan.prefix - used, "%lu/", opened++);
   r->rank = l->rank;
   r->size = l->size;
   r->timeout = timeout;
