@@ -2,8 +2,9 @@
  *
  * One NCCL communicator per group, created at the group's first device
  * collective (which every member reaches in the same order): rank 0 of the
- * group makes the unique id and broadcasts it over the group's MPI
- * communicator. NCCL has no v-collectives: they are grouped point-to-point
+ * group makes the unique id and broadcasts it over the group's host engine
+ * (MPI, or without MPI the group's Gloo context, itself met through the
+ * rendezvous store). NCCL has no v-collectives: they are grouped point-to-point
  * sends and receives (or one ncclReduce per chunk for reduce-scatter-v). */
 #include <nccl.h>
 #include <sched.h>
@@ -15,6 +16,7 @@
 #include "mem/cuda_libs.h"
 #include "backend/faults.h"
 #include "mem/memops.h"
+#include "store/net.h"
 #include "backend/wait.h"
 
 dist_status dist__nccl_error(int code, const char *call) {
@@ -30,8 +32,8 @@ static dist_status comm_of(dist__group *g, ncclComm_t *out) {
     if (!mine && g->rank == 0) {
       mine = DIST_NCCL_STATUS(ncclGetUniqueId(&id), "ncclGetUniqueId");
     }
-    DIST_CHECK(dist__agree(dist__comm(g), mine, "loading NCCL and ncclGetUniqueId"));
-    DIST_MPI_CALL(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, dist__comm(g)));
+    DIST_CHECK(dist__agree_group(g, mine, "loading NCCL and ncclGetUniqueId"));
+    DIST_CHECK(dist__backend_host(g)->broadcast(g, &id, sizeof id, DIST_U8, 0));
     ncclComm_t comm;
     DIST_NCCL_CALL(ncclCommInitRank(&comm, g->size, id, g->rank));
     g->device->nccl = comm;
@@ -53,14 +55,14 @@ void dist__nccl_release(dist__group *g) {
 static dist_status watched(dist__group *g, ncclComm_t comm, const char *call) {
   if (!dist__wait_polled()) return DIST_SUCCESS;
   cudaStream_t st = dist__cuda_stream();
-  double t0 = MPI_Wtime(), limit = dist__engine.timeout;
+  double t0 = dist__net_now(), limit = dist__engine.timeout; /* MPI_Wtime: no MPI under torchrun */
   for (;;) {
     cudaError_t q = cudaStreamQuery(st);
     if (q == cudaSuccess) return DIST_SUCCESS;
     if (q != cudaErrorNotReady) return dist__cuda_error(q, "cudaStreamQuery");
     ncclResult_t async = ncclSuccess;
     dist_status s = DIST_NCCL_STATUS(ncclCommGetAsyncError(comm, &async), "ncclCommGetAsyncError");
-    double t = MPI_Wtime() - t0;
+    double t = dist__net_now() - t0;
     if (!s) s = dist__faults_check();
     if (!s && async != ncclSuccess && async != ncclInProgress)
       s = dist__error(DIST_ERR_NCCL, "%s on group '%s': NCCL reported an asynchronous error: %s", call, g->name,
@@ -263,9 +265,7 @@ static dist_status all_to_all_v(dist__group *g, const void *send, const size_t *
 
 static dist_status barrier(dist__group *g) {
   DIST_CHECK(dist__mem_sync(DIST_MEM_CUDA));
-  MPI_Request q;
-  int rc = MPI_Ibarrier(dist__comm(g), &q);
-  return dist__wait_posted(rc, &q, "MPI_Ibarrier", DIST__WAIT_DATA);
+  return dist__backend_host(g)->barrier(g);
 }
 
 static dist_status wait(dist__pending *p) { return DIST_SUCCESS; }

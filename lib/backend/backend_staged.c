@@ -1,5 +1,6 @@
 /* The staged backend: CUDA memory without NCCL. Each call copies its device
- * buffers to host memory, runs the MPI backend and copies the results back.
+ * buffers to host memory, runs the host engine's backend (MPI's, or Gloo's
+ * without MPI) and copies the results back.
  * It synchronises the caller's stream (not the device) around the copies;
  * correct everywhere, fast nowhere: the fallback, and a reference for NCCL. */
 #include <stdio.h>
@@ -10,7 +11,13 @@
 #include "core/fault.h"
 #include "mem/memops.h"
 
-static const dist__backend *const mpi = &dist__backend_mpi;
+/* Every group of a job has the same host engine. */
+static const dist__backend *host(void) {
+#ifdef HAVE_GLOO
+  if (dist__engine.rdzv) return &dist__backend_gloo;
+#endif
+  return &dist__backend_mpi;
+}
 
 /* A local failure to copy a device buffer to the host, kept until the
  * collective has been posted. */
@@ -41,23 +48,25 @@ static dist_status host_copy(const void *src, size_t bytes, void **out, late *l)
  * all-reduce after the collective (cheap next to this fallback's copies), so
  * that no rank takes a result holding zeros for another rank's data unaware.
  * Then no rank copies its result back, and every rank returns an error. */
-static void agree_late(const dist__group *g, late *l) {
-  int in[2] = {(int)l->s, g->rank}, out[2];
-  int rc = MPI_Allreduce(in, out, 1, MPI_2INT, MPI_MINLOC, dist__comm(g));
+static void agree_late(dist__group *g, late *l) {
+  /* (status, rank) as one word whose minimum is the lowest failed rank's */
+  int64_t mine = (int64_t)l->s * ((int64_t)1 << 32) + g->rank, low = 0;
+  dist_status s = host()->all_reduce(g, &mine, &low, 1, DIST_I64, DIST_MIN, NULL);
   if (l->s) return;
-  if (rc != MPI_SUCCESS) {
-    l->s = dist__mpi_error(rc, "MPI_Allreduce (staged collective: agreeing on the device copies)");
-    snprintf(l->why, sizeof l->why, "%s", dist_last_error());
-  } else if (out[0] != DIST_SUCCESS) {
-    l->s = (dist_status)out[0];
-    snprintf(l->why, sizeof l->why, "rank %d of group '%s' could not copy its device buffer to the host", out[1], g->name);
+  if (s) {
+    l->s = s;
+    snprintf(l->why, sizeof l->why, "staged collective: agreeing on the device copies: %s", dist_last_error());
+  } else if (low < 0) {
+    l->s = (dist_status)(low >> 32); /* arithmetic shift: the floor */
+    snprintf(l->why, sizeof l->why, "rank %d of group '%s' could not copy its device buffer to the host",
+             (int)(low & 0xffffffff), g->name);
   }
 }
 
 /* Copy a host result back to the device and release both host buffers. g:
  * the group, whose ranks then agree on the downloads first; NULL when the
  * caller has already agreed (finish_ranges). */
-static dist_status finish(const dist__group *g, late *l, dist_status s, void *dev, void *hrecv, size_t bytes,
+static dist_status finish(dist__group *g, late *l, dist_status s, void *dev, void *hrecv, size_t bytes,
                           void *hsend) {
   if (g) agree_late(g, l);
   if (!l->s) {
@@ -72,7 +81,7 @@ static dist_status finish(const dist__group *g, late *l, dist_status s, void *de
 
 /* As finish, but upload only the ranges the call receives into (MPI leaves
  * the gaps between them untouched, and so must this). */
-static dist_status finish_ranges(const dist__group *g, late *l, dist_status s, void *dev, void *hrecv,
+static dist_status finish_ranges(dist__group *g, late *l, dist_status s, void *dev, void *hrecv,
                                  const size_t *counts, const size_t *displs, size_t es, void *hsend) {
   agree_late(g, l);
   for (int r = 0; !s && !l->s && dev && r < g->size; r++)
@@ -94,7 +103,7 @@ static dist_status all_reduce(dist__group *g, const void *send, void *recv, size
   late l = {0};
   size_t b = n * dist_dtype_size(t);
   DIST_CHECK(host_copy(send, b, &h, &l));
-  return finish(g, &l, mpi->all_reduce(g, h, h, n, t, op, NULL), recv, h, b, h);
+  return finish(g, &l, host()->all_reduce(g, h, h, n, t, op, NULL), recv, h, b, h);
 }
 
 static dist_status broadcast(dist__group *g, void *buf, size_t n, dist_dtype t, int root) {
@@ -102,7 +111,7 @@ static dist_status broadcast(dist__group *g, void *buf, size_t n, dist_dtype t, 
   late l = {0};
   size_t b = n * dist_dtype_size(t);
   DIST_CHECK(host_copy(g->rank == root ? buf : NULL, b, &h, &l));
-  return finish(g, &l, mpi->broadcast(g, h, n, t, root), buf, h, b, h);
+  return finish(g, &l, host()->broadcast(g, h, n, t, root), buf, h, b, h);
 }
 
 static dist_status reduce(dist__group *g, const void *send, void *recv, size_t n, dist_dtype t, dist_reduce_op op,
@@ -111,7 +120,7 @@ static dist_status reduce(dist__group *g, const void *send, void *recv, size_t n
   late l = {0};
   size_t b = n * dist_dtype_size(t);
   DIST_CHECK(host_copy(send, b, &h, &l));
-  return finish(g, &l, mpi->reduce(g, h, h, n, t, op, root), g->rank == root ? recv : NULL, h, b, h);
+  return finish(g, &l, host()->reduce(g, h, h, n, t, op, root), g->rank == root ? recv : NULL, h, b, h);
 }
 
 static dist_status all_gather_v(dist__group *g, const void *send, void *recv, const size_t *c, const size_t *d,
@@ -122,7 +131,7 @@ static dist_status all_gather_v(dist__group *g, const void *send, void *recv, co
   DIST_CHECK(host_copy(send, c[g->rank] * es, &hs, &l));
   dist_status s = dist__mem_alloc(DIST_MEM_HOST, rb, &hr);
   if (s) return free(hs), s; /* not posted: report the allocation */
-  return finish_ranges(g, &l, mpi->all_gather_v(g, hs, hr, c, d, t, NULL), recv, hr, c, d, es, hs);
+  return finish_ranges(g, &l, host()->all_gather_v(g, hs, hr, c, d, t, NULL), recv, hr, c, d, es, hs);
 }
 
 static dist_status reduce_scatter_v(dist__group *g, const void *send, void *recv, const size_t *c, const size_t *d,
@@ -133,7 +142,7 @@ static dist_status reduce_scatter_v(dist__group *g, const void *send, void *recv
   DIST_CHECK(host_copy(send, total(g, c, d) * es, &hs, &l));
   dist_status s = dist__mem_alloc(DIST_MEM_HOST, rb, &hr);
   if (s) return free(hs), s; /* not posted: report the allocation */
-  return finish(g, &l, mpi->reduce_scatter_v(g, hs, hr, c, d, t, op), recv, hr, rb, hs);
+  return finish(g, &l, host()->reduce_scatter_v(g, hs, hr, c, d, t, op), recv, hr, rb, hs);
 }
 
 static dist_status gather_v(dist__group *g, const void *send, void *recv, const size_t *c, const size_t *d,
@@ -145,7 +154,7 @@ static dist_status gather_v(dist__group *g, const void *send, void *recv, const 
   DIST_CHECK(host_copy(send, c[me] * es, &hs, &l));
   dist_status s = dist__mem_alloc(DIST_MEM_HOST, rb, &hr);
   if (s) return free(hs), s; /* not posted: report the allocation */
-  return finish_ranges(g, &l, mpi->gather_v(g, hs, hr, c, d, t, root), me == root ? recv : NULL, hr, c, d, es, hs);
+  return finish_ranges(g, &l, host()->gather_v(g, hs, hr, c, d, t, root), me == root ? recv : NULL, hr, c, d, es, hs);
 }
 
 static dist_status scatter_v(dist__group *g, const void *send, void *recv, const size_t *c, const size_t *d,
@@ -157,7 +166,7 @@ static dist_status scatter_v(dist__group *g, const void *send, void *recv, const
   DIST_CHECK(host_copy(me == root ? send : NULL, me == root ? total(g, c, d) * es : 0, &hs, &l));
   dist_status s = dist__mem_alloc(DIST_MEM_HOST, rb, &hr);
   if (s) return free(hs), s; /* not posted: report the allocation */
-  return finish(g, &l, mpi->scatter_v(g, hs, hr, c, d, t, root), recv, hr, rb, hs);
+  return finish(g, &l, host()->scatter_v(g, hs, hr, c, d, t, root), recv, hr, rb, hs);
 }
 
 static dist_status all_to_all_v(dist__group *g, const void *send, const size_t *sc, const size_t *sd, void *recv,
@@ -168,15 +177,15 @@ static dist_status all_to_all_v(dist__group *g, const void *send, const size_t *
   DIST_CHECK(host_copy(send, total(g, sc, sd) * es, &hs, &l));
   dist_status s = dist__mem_alloc(DIST_MEM_HOST, rb, &hr);
   if (s) return free(hs), s; /* not posted: report the allocation */
-  return finish_ranges(g, &l, mpi->all_to_all_v(g, hs, sc, sd, hr, rc, rd, t, NULL), recv, hr, rc, rd, es, hs);
+  return finish_ranges(g, &l, host()->all_to_all_v(g, hs, sc, sd, hr, rc, rd, t, NULL), recv, hr, rc, rd, es, hs);
 }
 
 static dist_status barrier(dist__group *g) {
   DIST_CHECK(dist__mem_sync(DIST_MEM_CUDA));
-  return mpi->barrier(g);
+  return host()->barrier(g);
 }
 
-static int can_reduce(dist_dtype t, dist_reduce_op op) { return mpi->can_reduce(t, op); }
+static int can_reduce(dist_dtype t, dist_reduce_op op) { return host()->can_reduce(t, op); }
 
 /* Every call above completes before returning. */
 static dist_status wait(dist__pending *p) { return DIST_SUCCESS; }
