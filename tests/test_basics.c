@@ -148,12 +148,13 @@ static void test_settings_line(void) {
  * at the offsets it gives: each shows the value a parse put there. */
 static void test_settings_must_match(void) {
   const char *env[] = {"DIST_VERIFY=0", "DIST_TIMEOUT=2.5", "DIST_RANKS_PER_NODE=3", "DIST_CUDA_BACKEND=staged",
-                       "DIST_INIT_METHOD=SINGLE", NULL};
+                       "DIST_INIT_METHOD=SINGLE", "DIST_STORE_SERVER=external", NULL};
   dist__settings s;
   CU_ASSERT_EQUAL_FATAL(dist__settings_read(env, &s), DIST_SUCCESS);
   static const struct { const char *name; double value; } want[] = {
       {"DIST_INIT_METHOD", DIST_LAUNCH_SINGLE}, {"DIST_RANKS_PER_NODE", 3}, {"DIST_VERIFY", 0},
-      {"DIST_CUDA_BACKEND", DIST__CUDA_STAGED}, {"DIST_TIMEOUT", 2.5}, {"DIST_HOST_ENGINE", DIST__HOST_AUTO}};
+      {"DIST_CUDA_BACKEND", DIST__CUDA_STAGED}, {"DIST_TIMEOUT", 2.5}, {"DIST_STORE_SERVER", 1},
+      {"DIST_HOST_ENGINE", DIST__HOST_AUTO}};
   int n = 0;
   for (int i = -1; i <= dist_settings_count(); i++) {
     const char *name = NULL;
@@ -269,7 +270,7 @@ static void test_settings_invalid(void) {
 
 static void test_settings_table(void) {
   int n = dist_settings_count();
-  CU_ASSERT_EQUAL(n, 11);
+  CU_ASSERT_EQUAL(n, 12);
   for (int i = 0; i < n; i++) {
     const dist_setting_info *info = dist_settings_get(i);
     CU_ASSERT_PTR_NOT_NULL_FATAL(info);

@@ -16,6 +16,7 @@
 #include "core/internal.h"
 #include "cunit_main.h"
 #include "store/net.h"
+#include "store/rendezvous.h"
 #include "store/store.h"
 
 static dist__store_server *start(dist__store_dialect d, double stall, int max_conns) {
@@ -323,8 +324,45 @@ static void test_dialect_names(void) {
   CU_ASSERT_EQUAL(dist__store_opcode(DIST__STORE_TORCH113, DIST__STORE_CANCEL_WAIT), -1);
 }
 
+/* Who serves the store and in which dialect, from the environment alone. */
+static void test_plan(void) {
+  dist_launch l = {.method = DIST_LAUNCH_ENV, .rank = 1, .size = 2, .master_addr = "10.0.0.1", .master_port = 29500};
+  static const struct {
+    const char *env[4];
+    dist_status want;
+    int agent, external;
+    dist__store_dialect dialect;
+  } cases[] = {
+      {{NULL}, DIST_SUCCESS, 0, 0, DIST__STORE_TORCH22}, /* bare launcher: rank 0 serves distmgr's own */
+      {{"TORCHELASTIC_USE_AGENT_STORE=True", "NCCL_ASYNC_ERROR_HANDLING=1"}, DIST_SUCCESS, 1, 0, DIST__STORE_TORCH113},
+      {{"TORCHELASTIC_USE_AGENT_STORE=True", "TORCH_NCCL_ASYNC_ERROR_HANDLING=1"}, DIST_SUCCESS, 1, 0, DIST__STORE_TORCH22},
+      {{"TORCHELASTIC_USE_AGENT_STORE=True"}, DIST_ERR_ENVIRONMENT, 0, 0, 0}, /* which torch? */
+      {{"TORCHELASTIC_USE_AGENT_STORE=True", "DIST_STORE_DIALECT=2.1.0"}, DIST_SUCCESS, 1, 0, DIST__STORE_TORCH21},
+      {{"DIST_STORE_SERVER=external"}, DIST_SUCCESS, 1, 1, DIST__STORE_TORCH22},
+      {{"DIST_STORE_SERVER=External", "DIST_STORE_DIALECT=1.13"}, DIST_SUCCESS, 1, 1, DIST__STORE_TORCH113},
+      {{"DIST_STORE_SERVER=auto"}, DIST_SUCCESS, 0, 0, DIST__STORE_TORCH22},
+      {{"DIST_STORE_SERVER=rank1"}, DIST_ERR_SETTING, 0, 0, 0},
+      {{"DIST_STORE_DIALECT=3"}, DIST_ERR_SETTING, 0, 0, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    dist__rdzv_plan p;
+    memset(&p, 0x5a, sizeof p);
+    dist_status s = dist__rdzv_plan_make(&l, cases[i].env, &p);
+    CU_ASSERT_EQUAL(s, cases[i].want);
+    if (s) continue;
+    CU_ASSERT_EQUAL(p.agent_store, cases[i].agent);
+    CU_ASSERT_EQUAL(p.external, cases[i].external);
+    CU_ASSERT_EQUAL(p.dialect, cases[i].dialect);
+    CU_ASSERT_STRING_EQUAL(p.prefix, "/distmgr/none/0/");
+  }
+  dist_launch no_port = l;
+  no_port.master_port = 0;
+  ASSERT_STATUS(dist__rdzv_plan_make(&no_port, cases[0].env, &(dist__rdzv_plan){0}), DIST_ERR_ENVIRONMENT);
+}
+
 static CU_TestInfo tests[] = {
     {"dialect names and opcodes", test_dialect_names},
+    {"rendezvous plan: who serves, which dialect", test_plan},
     {"every request, every dialect", test_requests},
     {"WAIT, and a WAIT that times out", test_wait},
     {"bad peers are dropped", test_bad_peers},

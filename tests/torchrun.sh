@@ -7,6 +7,9 @@
 #    serves the store and distmgr is its client;
 #  - under a bare launcher that sets only RANK, WORLD_SIZE, MASTER_ADDR and
 #    MASTER_PORT, 1-4 processes: rank 0 serves distmgr's own store;
+#  - DASO on Gloo under two torchrun agents (torchrun's nodes): mpirun's
+#    losses digit for digit; a PyTorch program and distmgr in one process
+#    on torchrun's one rendezvous (tests/torch_share.py), 1-4 processes;
 #  - failures, each a clear error within DIST_TIMEOUT, never a hang: nobody
 #    serving the agent's port, a rank that never arrives, MASTER_PORT taken,
 #    an agent store of another torch dialect.
@@ -34,7 +37,7 @@ expect() {
   name=$1 n=$2
   shift 2
   out=$("$@" 2>&1) # every CMD here runs under a timeout itself
-  rc=$? ok=$(printf '%s\n' "$out" | grep -c "^torchrun_[a-z]*: rank .* ok")
+  rc=$? ok=$(printf '%s\n' "$out" | grep -c "^\(torchrun_[a-z]*\|torch_share\): rank .* ok")
   if [ $rc -eq 0 ] && [ "$ok" -eq "$n" ]; then echo "ok   $name"
   else echo "FAIL $name (exit $rc, $ok of $n ranks ok)"; printf '%s\n' "$out" | tail -20 | sed 's/^/     /'; failures=$((failures + 1)); fi
 }
@@ -55,7 +58,8 @@ bare() {
   shift 2
   pids= r=0
   while [ $r -lt "$n" ]; do
-    env "$@" RANK=$r WORLD_SIZE=$n MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout -k 5 60 "$prog" & pids="$pids $!"
+    # shellcheck disable=SC2086 # BARE_ARGS: the program's arguments, split on spaces
+    env "$@" RANK=$r WORLD_SIZE=$n MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout -k 5 60 "$prog" ${BARE_ARGS:-} & pids="$pids $!"
     r=$((r + 1))
   done
   rc=0
@@ -116,6 +120,25 @@ if [ -x "$gloo" ]; then
     failures=$((failures + 1))
   fi
   rm -f daso.0.$$ daso.1.$$ daso.mpi.$$
+  # A PyTorch program and distmgr in the same processes, on torchrun's one
+  # rendezvous (the agent's store): each all-reduces the other's result.
+  # (Not in a sanitized build: an uninstrumented python3 cannot load it.)
+  share=$B/tests/.libs/torch_share.so
+  sanitized=$(grep -c -- "-fsanitize" "$B/config.log" 2>/dev/null)
+  [ "${sanitized:-0}" -eq 0 ] || echo "skip torch.distributed + distmgr in one process: a sanitized build"
+  [ "${sanitized:-0}" -eq 0 ] && for n in 1 2 3 4; do
+    expect "torch.distributed and distmgr sharing torchrun's rendezvous, $n processes" $n \
+      env DIST_TIMEOUT=60 timeout -k 5 120 "$py" "$here/slurm/torchrun.py" --standalone --nproc_per_node=$n \
+      "$here/torch_share.py" "$share"
+  done
+  # Without torchrun, PyTorch's rank 0 serves the store at MASTER_PORT
+  # (init_process_group, env://): distmgr is told so and only connects.
+  if [ "${sanitized:-0}" -eq 0 ]; then
+    BARE_ARGS="$here/torch_share.py $share" expect "torch.distributed and distmgr under a bare launcher, 3 processes (DIST_STORE_SERVER=external)" 3 \
+      bare "$py" 3 DIST_STORE_SERVER=external DIST_STORE_DIALECT=1.13 DIST_TIMEOUT=30
+    BARE_ARGS="$here/torch_share.py $share" refuse "torch.distributed and distmgr under a bare launcher, no DIST_STORE_SERVER: PyTorch holds the port" \
+      "which DIST_STORE_SERVER=external makes distmgr use" 30 bare "$py" 2 DIST_TIMEOUT=5
+  fi
 else
   echo "skip Gloo: tests/torchrun_gloo not built (configure found no libgloo-dev)"
 fi

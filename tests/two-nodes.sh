@@ -22,6 +22,12 @@
 #                                   rest on PREFIX1. Each node has its own hostname
 #                                   (the namespace name), so MPI sees two nodes. The
 #                                   exit status is the program's (124: timed out).
+#   two-nodes.sh torchrun NPROC PROG ARGS...
+#                                   run PROG under torchrun, without MPI: one
+#                                   torchrun agent per node (--nnodes=2, static
+#                                   rendezvous at node 0's address), NPROC
+#                                   processes each; the environment passes through.
+#                                   The exit status is the first failed agent's.
 #   two-nodes.sh down               kill what still runs in the namespaces, delete them
 #
 # Environment:
@@ -72,6 +78,7 @@ usage: $PROG check
        $PROG up [RATE [DELAY]]        (RATE: 1000mbit, 1gbit or unshaped;
                                        DELAY one-way: 100us, 1ms)
        $PROG run NP PROG [ARGS...]
+       $PROG torchrun NPROC PROG [ARGS...]
        $PROG down
 EOF
     exit 2
@@ -448,6 +455,32 @@ EOF
     return $rc
 }
 
+cmd_torchrun() {
+    [ $# -ge 2 ] || usage
+    local nproc=$1 exe node rc=0 r pids=() here
+    shift
+    case $nproc in '' | *[!0-9]* | 0*) die "NPROC='$nproc' must be a positive integer" ;; esac
+    { ns_exists "$NODE0" && ns_exists "$NODE1"; } || die "namespaces $NODE0/$NODE1 are missing: run '$PROG up' first"
+    exe=$(readlink -f -- "$1") || die "PROG '$1' not found"
+    shift
+    here=$(cd "$(dirname "$0")" && pwd)
+    # Each namespace has its own ports: torchrun's store takes a fixed one.
+    for node in 0 1; do
+        local name=$PREFIX$node
+        timeout -k 10 "${TWO_NODES_TIMEOUT:-300}" ip netns exec "$name" unshare --uts sh -c 'hostname "$0" && exec "$@"' \
+            "$name" /usr/bin/python3 "$here/slurm/torchrun.py" --nnodes=2 --node_rank=$node --master_addr="$ADDR0" \
+            --master_port=29500 --nproc_per_node="$nproc" --no_python "$exe" "$@" &
+        pids+=($!)
+    done
+    for r in "${pids[@]}"; do
+        wait "$r"
+        r=$?
+        [ $rc -ne 0 ] || rc=$r
+    done
+    [ $rc -eq 0 ] || { sleep 1; kill_ns "$NODE0" "$NODE1"; }
+    return $rc
+}
+
 # ---------------------------------------------------------------- main
 [ $# -ge 1 ] || usage
 cmd=$1
@@ -456,6 +489,7 @@ case $cmd in
     check) [ $# -eq 0 ] || usage; cmd_check ;;
     up) [ $# -le 2 ] || usage; cmd_up "$@" ;;
     run) cmd_run "$@" ;;
+    torchrun) cmd_torchrun "$@" ;;
     down) [ $# -eq 0 ] || usage; cmd_down ;;
     -h | --help | help) usage ;;
     *) usage ;;

@@ -1,6 +1,7 @@
 // The C++ side of backend/gloo.h: Gloo's rendezvous over distmgr's store
 // client, and its collectives behind C functions that never let an
 // exception out.
+#include <netdb.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -111,12 +112,17 @@ dist_status dist__gloo_connect(dist__store_client *store, const char *prefix, in
   dist_status s = guarded("rendezvous", [&] {
     gloo::transport::tcp::attr a;
     const char *iface = getenv("GLOO_SOCKET_IFNAME");
+    char host[256] = "", ip[64] = "";
+    gethostname(host, sizeof host - 1);
+    struct addrinfo *found = nullptr;
+    bool resolves = getaddrinfo(host, nullptr, nullptr, &found) == 0;
+    if (found) freeaddrinfo(found);
     if (iface && *iface) a.iface = iface;
-    else {
-      char host[256] = "";
-      gethostname(host, sizeof host - 1);
-      a.hostname = host;
-    }
+    else if (resolves) a.hostname = host;
+    // A host name that resolves nowhere (a bare node, a container): this
+    // end of the store connection, an address the store's host reaches.
+    else if (dist__store_local_addr(store, ip, sizeof ip) == 0) a.hostname = ip;
+    else a.hostname = host;
     auto dev = gloo::transport::tcp::CreateDevice(a);
     Store st(store, prefix, timeout);
     g->ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);

@@ -90,6 +90,7 @@ typedef struct dist__settings {
   long long nb_allreduce_min;     /* DIST_NB_ALLREDUCE_MIN: bytes; DIST__NB_AUTO or DIST__NB_OFF */
   double timeout;                 /* DIST_TIMEOUT: seconds; 0 = off */
   int store_dialect;              /* DIST_STORE_DIALECT: -1 auto, else a dist__store_dialect */
+  int store_external;             /* DIST_STORE_SERVER: 1 = external */
   int host_engine;                /* DIST_HOST_ENGINE: DIST__HOST_* */
 } dist__settings;
 

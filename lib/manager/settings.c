@@ -99,6 +99,13 @@ static dist_status parse_store_dialect(const char *name, const char *value, dist
   return DIST_SUCCESS;
 }
 
+static dist_status parse_store_server(const char *name, const char *value, dist__settings *s) {
+  if (strcasecmp(value, "auto") && strcasecmp(value, "external"))
+    return dist__error(DIST_ERR_SETTING, "%s='%s' is not auto or external", name, value);
+  s->store_external = !strcasecmp(value, "external");
+  return DIST_SUCCESS;
+}
+
 static dist_status parse_host_engine(const char *name, const char *value, dist__settings *s) {
   static const char *const names[] = {"auto", "mpi", "gloo"};
   for (int i = 0; i < 3; i++)
@@ -160,6 +167,11 @@ static const struct {
       "launches without MPI: the TCPStore protocol of torchrun's agent store: auto (from the NCCL variables "
       "torchrun sets), torch22 (torch >= 2.2), torch21, torch113 (torch <= 2.0), or a torch version"},
      parse_store_dialect, AT(store_dialect, INT), LOCAL},
+    {{"DIST_STORE_SERVER", "auto",
+      "launches without MPI: who serves the rendezvous store at MASTER_ADDR:MASTER_PORT: auto (torchrun's agent "
+      "when it says so, else distmgr's rank 0), or external (another program of the job, e.g. PyTorch's rank 0 "
+      "after init_process_group: distmgr only connects)"},
+     parse_store_server, AT(store_external, INT), MATCH},
     {{"DIST_HOST_ENGINE", "auto",
       "host-memory engine: auto (MPI; Gloo for torchrun's processes, which MPI cannot join), mpi, or gloo: a "
       "torchrun-style launch (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) runs without MPI, through a TCPStore "

@@ -100,8 +100,8 @@ static dist_status first_exchange(dist_status local, int *leader) {
     if (all[q].settings != all[0].settings)
       s = dist__error(DIST_ERR_SETTING,
                       "the DIST_* settings every rank must share (DIST_INIT_METHOD, DIST_RANKS_PER_NODE, DIST_VERIFY, "
-                      "DIST_CUDA_BACKEND, DIST_TIMEOUT) differ between rank 0 and rank %d: set them identically for "
-                      "all ranks",
+                      "DIST_CUDA_BACKEND, DIST_TIMEOUT, DIST_STORE_SERVER, DIST_HOST_ENGINE) differ between rank 0 "
+                      "and rank %d: set them identically for all ranks",
                       q);
   if (!s) s = agree(nodes(all, leader), "finding the nodes from host names");
   free(all);

@@ -2,8 +2,11 @@
  * by a deadline. A WAIT that times out is cancelled (CANCEL_WAIT, torch >=
  * 2.1) or, where the dialect has no cancel, the connection is replaced, so
  * the client stays usable either way. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -280,4 +283,13 @@ dist_status dist__store_delete(dist__store_client *c, const char *key, int *dele
   DIST_CHECK(recv_u64(c, &v, deadline, "DELETE_KEY's count"));
   if (deleted) *deleted = v != 0;
   return DIST_SUCCESS;
+}
+
+int dist__store_local_addr(const dist__store_client *c, char *out, size_t n) {
+  struct sockaddr_storage a;
+  socklen_t len = sizeof a;
+  if (!c || c->fd < 0 || getsockname(c->fd, (struct sockaddr *)&a, &len) != 0) return -1;
+  const void *ip = a.ss_family == AF_INET6 ? (const void *)&((struct sockaddr_in6 *)&a)->sin6_addr
+                                            : (const void *)&((struct sockaddr_in *)&a)->sin_addr;
+  return inet_ntop(a.ss_family, ip, out, (socklen_t)n) ? 0 : -1;
 }

@@ -78,7 +78,8 @@ dist_status dist__net_listen(int port, int *fd, int *bound) {
   if (*fd < 0 && errno != EADDRINUSE) *fd = listen_on(AF_INET, port); /* a host without IPv6 */
   if (*fd < 0)
     return dist__error(DIST_ERR_IO, "store: cannot listen on port %d: %s%s", port, strerror(errno),
-                       errno == EADDRINUSE ? " (another process holds it: torchrun's agent store, or an earlier job)"
+                       errno == EADDRINUSE ? " (another process holds it: torchrun's agent store, an earlier job, or a PyTorch program of this job serving "
+                                              "its own store, which DIST_STORE_SERVER=external makes distmgr use)"
                                            : "");
   struct sockaddr_storage a;
   socklen_t al = sizeof a;

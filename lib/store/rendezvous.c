@@ -35,7 +35,11 @@ dist_status dist__rdzv_plan_make(const dist_launch *l, const char *const *env, d
   dist__rdzv_plan p;
   memset(&p, 0, sizeof p);
   const char *agent = dist__env_get(env, "TORCHELASTIC_USE_AGENT_STORE");
-  p.agent_store = agent && !strcmp(agent, "True");
+  const char *server = dist__env_get(env, "DIST_STORE_SERVER");
+  if (server && strcasecmp(server, "auto") && strcasecmp(server, "external"))
+    return dist__error(DIST_ERR_SETTING, "DIST_STORE_SERVER='%s' is not auto or external", server);
+  p.external = server && !strcasecmp(server, "external");
+  p.agent_store = p.external || (agent && !strcmp(agent, "True"));
   const char *set = dist__env_get(env, "DIST_STORE_DIALECT");
   if (set && strcmp(set, "auto")) {
     if (dist__store_dialect_parse(set, &p.dialect))
@@ -47,6 +51,8 @@ dist_status dist__rdzv_plan_make(const dist_launch *l, const char *const *env, d
     p.dialect = DIST__STORE_TORCH22; /* our own server, or an agent of torch >= 2.2 */
   } else if (dist__env_get(env, "NCCL_ASYNC_ERROR_HANDLING")) {
     p.dialect = DIST__STORE_TORCH113; /* torch <= 2.1: the requests 1.13 and 2.1 share */
+  } else if (p.external) {
+    p.dialect = DIST__STORE_TORCH22; /* no torchrun to tell: the newest; a mismatch names DIST_STORE_DIALECT */
   } else {
     return dist__error(DIST_ERR_ENVIRONMENT,
                        "TORCHELASTIC_USE_AGENT_STORE=True, but neither TORCH_NCCL_ASYNC_ERROR_HANDLING (torch >= 2.2) "
@@ -91,7 +97,7 @@ dist_status dist__rdzv_open(const dist_launch *l, const char *const *env, double
     dist__store_server_stop(r->server);
     free(r);
     return dist__error_context(s, "rendezvous of rank %d of %d (%s store)", l->rank, l->size,
-                               plan.agent_store ? "torchrun's agent" : "rank 0's");
+                               plan.external ? "an external" : plan.agent_store ? "torchrun's agent" : "rank 0's");
   }
   *out = r;
   return DIST_SUCCESS;

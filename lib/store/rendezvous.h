@@ -26,7 +26,8 @@
 /* Where the store is and how to speak to it: a pure function of the launch
  * and the environment. */
 typedef struct dist__rdzv_plan {
-  int agent_store;             /* 1: torchrun's agent serves it; 0: rank 0 serves distmgr's */
+  int agent_store;             /* 1: another process serves it; 0: rank 0 serves distmgr's */
+  int external;                /* 1: not torchrun's agent but DIST_STORE_SERVER=external (e.g. PyTorch's rank 0) */
   dist__store_dialect dialect;
   char prefix[160];            /* of every key */
 } dist__rdzv_plan;
