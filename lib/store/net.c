@@ -89,6 +89,13 @@ dist_status dist__net_listen(int port, int *fd, int *bound) {
   return DIST_SUCCESS;
 }
 
+int dist__net_port_taken(int port) {
+  int fd = listen_on(AF_INET6, port);
+  if (fd < 0 && errno != EADDRINUSE) fd = listen_on(AF_INET, port);
+  if (fd >= 0) close(fd);
+  return fd < 0 && errno == EADDRINUSE;
+}
+
 /* Wait until fd is ready for `events` or the deadline: 1 ready, 0 timed out, -1 error. */
 static int ready(int fd, short events, double deadline) {
   for (;;) {

@@ -13,6 +13,8 @@ double dist__net_now(void);
 /* Every interface (IPv6 and IPv4 where the host has both), `port` (0: any
  * free one); *fd non-blocking, *bound the port it got. */
 dist_status dist__net_listen(int port, int *fd, int *bound);
+/* 1 when another socket listens on `port` here (binding it fails with EADDRINUSE). */
+int dist__net_port_taken(int port);
 void dist__net_nonblocking(int fd);
 void dist__net_peer_name(const struct sockaddr_storage *a, char *out, size_t n);
 /* Connect to host:port, retrying refused or unreachable attempts until the

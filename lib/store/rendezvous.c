@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "store/net.h"
 #include "store/rendezvous.h"
 
 struct dist__rdzv {
@@ -40,6 +41,7 @@ dist_status dist__rdzv_plan_make(const dist_launch *l, const char *const *env, d
     return dist__error(DIST_ERR_SETTING, "DIST_STORE_SERVER='%s' is not auto or external", server);
   p.external = server && !strcasecmp(server, "external");
   p.agent_store = p.external || (agent && !strcmp(agent, "True"));
+  p.torchrun = dist__env_get(env, "TORCHELASTIC_RUN_ID") != NULL;
   const char *set = dist__env_get(env, "DIST_STORE_DIALECT");
   if (set && strcmp(set, "auto")) {
     if (dist__store_dialect_parse(set, &p.dialect))
@@ -84,7 +86,14 @@ dist_status dist__rdzv_open(const dist_launch *l, const char *const *env, double
   r->size = l->size;
   r->timeout = timeout;
   dist_status s = DIST_SUCCESS;
-  if (!plan.agent_store && l->rank == 0) {
+  /* torch >= 2 leaves MASTER_PORT to the workers' rank 0: taken there, it is
+   * the store PyTorch's init_process_group serves in this very process. */
+  if (!plan.agent_store && l->rank == 0 && plan.torchrun && dist__net_port_taken(l->master_port)) {
+    dist_log(DIST_LOG_INFO, "MASTER_PORT=%d is taken under torchrun: using the store served there (PyTorch's)",
+             l->master_port);
+    r->plan.agent_store = r->plan.external = 1;
+  }
+  if (!r->plan.agent_store && l->rank == 0) {
     dist__store_server_options o = DIST__STORE_SERVER_OPTIONS_DEFAULT;
     o.dialect = plan.dialect;
     s = dist__store_server_start(l->master_port, &o, &r->server);
@@ -94,10 +103,10 @@ dist_status dist__rdzv_open(const dist_launch *l, const char *const *env, double
    * interface that does not route back to this host. */
   if (!s) s = dist__store_connect(r->server ? "127.0.0.1" : l->master_addr, l->master_port, plan.dialect, timeout, &r->client);
   if (s) {
+    const char *whose = r->plan.external ? "an external" : r->plan.agent_store ? "torchrun's agent" : "rank 0's";
     dist__store_server_stop(r->server);
     free(r);
-    return dist__error_context(s, "rendezvous of rank %d of %d (%s store)", l->rank, l->size,
-                               plan.external ? "an external" : plan.agent_store ? "torchrun's agent" : "rank 0's");
+    return dist__error_context(s, "rendezvous of rank %d of %d (%s store)", l->rank, l->size, whose);
   }
   *out = r;
   return DIST_SUCCESS;

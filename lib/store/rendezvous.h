@@ -28,6 +28,7 @@
 typedef struct dist__rdzv_plan {
   int agent_store;             /* 1: another process serves it; 0: rank 0 serves distmgr's */
   int external;                /* 1: not torchrun's agent but DIST_STORE_SERVER=external (e.g. PyTorch's rank 0) */
+  int torchrun;                /* started by torchrun (TORCHELASTIC_RUN_ID): MASTER_PORT is the job's own */
   dist__store_dialect dialect;
   char prefix[160];            /* of every key */
 } dist__rdzv_plan;
