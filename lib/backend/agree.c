@@ -59,8 +59,20 @@ static void combine(int64_t *mine, const int64_t *theirs) {
   mine[3] = (int64_t)((uint64_t)mine[3] + (uint64_t)theirs[3]);
 }
 
+/* Where a control exchange runs: a group's Gloo context, else an MPI
+ * communicator (the world's at start-up, before groups exist). */
+typedef struct engine {
+  MPI_Comm comm;
+  const dist__group *g; /* with a Gloo context; NULL: comm */
+  int rank, size;
+} engine;
+
 /* Send w[0..4) to `to` (if >= 0) and receive w[4..8) from `from` (if >= 0). */
-static dist_status step(MPI_Comm comm, int to, int from, int64_t *w, const char *call) {
+static dist_status step(const engine *e, int to, int from, int64_t *w, const char *call) {
+#ifdef HAVE_GLOO
+  if (e->g) return dist__gloo_sendrecv(e->g->gloo, w, 4 * sizeof *w, to, w + 4, 4 * sizeof *w, from);
+#endif
+  MPI_Comm comm = e->comm;
   MPI_Request q[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   int rc = MPI_SUCCESS;
   if (from >= 0) rc = MPI_Irecv(w + 4, 4, MPI_INT64_T, from, ROUND_TAG, comm, &q[1]);
@@ -71,8 +83,9 @@ static dist_status step(MPI_Comm comm, int to, int from, int64_t *w, const char 
   return DIST_SUCCESS;
 }
 
-/* The round on comm, where this rank is `me` of P (known to the caller). */
-static dist_status round_run(MPI_Comm comm, int me, int P, dist__round *r, const char *call) {
+/* The round on e's communicator or Gloo context. */
+static dist_status round_run(const engine *e, dist__round *r, const char *call) {
+  int me = e->rank, P = e->size;
   /* A wait that gives up (a peer's fault, DIST_TIMEOUT) leaves its requests
    * to MPI, which may still write into them later (the exit-time flush): the
    * words live on the heap, and stay there then, not in the caller's frame. */
@@ -84,10 +97,10 @@ static dist_status round_run(MPI_Comm comm, int me, int P, dist__round *r, const
   int rem = P - pof2, vrank; /* ranks below 2*rem pair up first: the odd one goes on for both */
   dist_status s = DIST_SUCCESS;
   if (me < 2 * rem && me % 2 == 0) {
-    s = step(comm, me + 1, -1, w, call);
+    s = step(e, me + 1, -1, w, call);
     vrank = -1;
   } else if (me < 2 * rem) {
-    s = step(comm, -1, me - 1, w, call);
+    s = step(e, -1, me - 1, w, call);
     if (!s) combine(w, w + 4);
     vrank = me / 2;
   } else {
@@ -95,12 +108,12 @@ static dist_status round_run(MPI_Comm comm, int me, int P, dist__round *r, const
   }
   for (int mask = 1; !s && vrank >= 0 && mask < pof2; mask <<= 1) {
     int vpeer = vrank ^ mask, peer = vpeer < rem ? vpeer * 2 + 1 : vpeer + rem;
-    s = step(comm, peer, peer, w, call);
+    s = step(e, peer, peer, w, call);
     if (!s) combine(w, w + 4);
   }
   if (!s && me < 2 * rem) { /* the result back to the even partner */
-    if (me % 2) s = step(comm, me - 1, -1, w, call);
-    else if (!(s = step(comm, -1, me + 1, w, call))) memcpy(w, w + 4, 4 * sizeof *w);
+    if (me % 2) s = step(e, me - 1, -1, w, call);
+    else if (!(s = step(e, -1, me + 1, w, call))) memcpy(w, w + 4, 4 * sizeof *w);
   }
   if (s) return s; /* w belongs to the abandoned requests */
   memcpy(r->out, w, sizeof r->out);
@@ -109,10 +122,10 @@ static dist_status round_run(MPI_Comm comm, int me, int P, dist__round *r, const
 }
 
 dist_status dist__round_run(MPI_Comm comm, dist__round *r, const char *call) {
-  int P = 1, me = 0;
-  DIST_MPI_CALL(MPI_Comm_size(comm, &P));
-  DIST_MPI_CALL(MPI_Comm_rank(comm, &me));
-  return round_run(comm, me, P, r, call);
+  engine e = {comm, NULL, 0, 1};
+  DIST_MPI_CALL(MPI_Comm_size(comm, &e.size));
+  DIST_MPI_CALL(MPI_Comm_rank(comm, &e.rank));
+  return round_run(&e, r, call);
 }
 
 static dist_status round_failure(int size, const dist__round *r, dist_status local, const char *what,
@@ -147,14 +160,6 @@ int dist__round_hash_differs(const dist__round *r) { return r->out[1] != r->in[1
 
 static uint64_t hash_str(const char *s) { return dist__hash(DIST__HASH_SEED, s, strlen(s) + 1); }
 
-/* Where a control exchange runs: a group's Gloo context, else an MPI
- * communicator (the world's at start-up, before groups exist). */
-typedef struct engine {
-  MPI_Comm comm;
-  const dist__group *g; /* with a Gloo context; NULL: comm */
-  int rank, size;
-} engine;
-
 static dist_status on_comm(MPI_Comm comm, engine *e) {
   e->comm = comm, e->g = NULL;
   DIST_MPI_CALL(MPI_Comm_rank(comm, &e->rank));
@@ -171,39 +176,13 @@ static dist_status on_group(const dist__group *g, engine *e) {
   return DIST_SUCCESS;
 }
 
-#ifdef HAVE_GLOO
-/* The round on Gloo: everyone's four words gathered, then combined in rank
- * order here (combine is commutative, so every rank ends the same). */
-static dist_status gloo_round(const engine *e, dist__round *r) {
-  size_t *bytes = malloc(sizeof *bytes * (size_t)e->size);
-  int64_t *all = malloc(sizeof r->in * (size_t)e->size);
-  dist_status s = bytes && all ? DIST_SUCCESS : dist__error(DIST_ERR_NO_MEMORY, "control words of %d ranks", e->size);
-  for (int q = 0; !s && q < e->size; q++) bytes[q] = sizeof r->in;
-  if (!s) s = dist__gloo_all_gather_v(e->g->gloo, r->in, all, bytes);
-  if (!s) {
-    memcpy(r->out, all, sizeof r->out);
-    for (int q = 1; q < e->size; q++) combine(r->out, all + 4 * q);
-  }
-  free(bytes);
-  free(all);
-  return s;
-}
-#endif
-
-static dist_status run(const engine *e, dist__round *r, const char *call) {
-#ifdef HAVE_GLOO
-  if (e->g) return gloo_round(e, r);
-#endif
-  return round_run(e->comm, e->rank, e->size, r, call);
-}
-
 /* One round; *differs: the hashes disagree (no rank failed). */
 static dist_status agree_round(const engine *e, dist_status mine, uint64_t hash, const char *what, int *differs) {
   *differs = 0;
   if (e->size == 1) return mine;
   /* The point's name enters the hash: two different agreement points never pair silently. */
   dist__round r = round_init(e->rank, mine, hash ^ hash_str(what));
-  dist_status s = run(e, &r, what);
+  dist_status s = round_run(e, &r, what);
   if (!s) s = round_failure(e->size, &r, mine, what, "");
   if (!s) *differs = dist__round_hash_differs(&r);
   return s;
@@ -315,7 +294,7 @@ dist__round dist__round_init_group(const dist__group *g, dist_status local, uint
 dist_status dist__round_run_group(const dist__group *g, dist__round *r, const char *call) {
   engine e;
   DIST_CHECK(on_group(g, &e));
-  return run(&e, r, call);
+  return round_run(&e, r, call);
 }
 
 dist_status dist__round_failure_group(const dist__group *g, const dist__round *r, dist_status local, const char *what,

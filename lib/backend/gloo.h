@@ -43,6 +43,12 @@ dist_status dist__gloo_all_to_all_v(dist__gloo *g, const void *send, const size_
 dist_status dist__gloo_reduce_scatter_v(dist__gloo *g, const void *send, void *recv, const size_t *counts,
                                         dist_dtype t, dist_reduce_op op);
 dist_status dist__gloo_barrier(dist__gloo *g);
+/* One step of a point-to-point schedule: `sbytes` from send to rank `to`
+ * and `rbytes` from rank `from` into recv (a negative rank: no traffic that
+ * way). Every step of one schedule on a context uses the same slot, so steps
+ * pair up by order, as MPI messages of one tag do. */
+dist_status dist__gloo_sendrecv(dist__gloo *g, const void *send, size_t sbytes, int to, void *recv, size_t rbytes,
+                                int from);
 /* In-place sum of bf16 or f16 values that stay 16-bit on the wire: each
  * combine adds in f32 and rounds back (as the MPI and NCCL backends do). */
 dist_status dist__gloo_sum16(dist__gloo *g, void *buf, size_t count, dist_dtype t);

@@ -323,6 +323,24 @@ dist_status dist__gloo_exchange(dist__gloo *g, const void *send, const size_t *s
   });
 }
 
+dist_status dist__gloo_sendrecv(dist__gloo *g, const void *send, size_t sbytes, int to, void *recv, size_t rbytes,
+                                int from) {
+  return guarded("control step", [&] {
+    const uint64_t slot = gloo::Slot::build(0x43, 0);  // the control schedule's own slot
+    std::unique_ptr<gloo::transport::UnboundBuffer> s, r;
+    if (from >= 0) {
+      r = g->ctx->createUnboundBuffer(recv, rbytes);
+      r->recv(from, slot);
+    }
+    if (to >= 0) {
+      s = g->ctx->createUnboundBuffer(const_cast<void *>(send), sbytes);
+      s->send(to, slot);
+    }
+    if (s) s->waitSend(g->timeout);
+    if (r) r->waitRecv(g->timeout);
+  });
+}
+
 dist_status dist__gloo_barrier(dist__gloo *g) {
   return guarded("barrier", [&] {
     gloo::BarrierOptions o(g->ctx);
