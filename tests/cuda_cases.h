@@ -39,7 +39,7 @@ static inline void cuda_cases_assert(int ok, const char *what, const char *file,
 static inline int cuda_cases_setup(int round) {
   (void)round;
   int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  dist_manager_rank(&rank);
   cuda_cases_on = 0;
 #ifndef HAVE_CUDA
   if (rank == 0) printf("SKIP: %s device-memory cases: built without CUDA\n", cunit_mpi_name);
@@ -47,13 +47,13 @@ static inline int cuda_cases_setup(int round) {
 #else
   if (cuda_skip_everywhere(rank)) return 0; /* rank 0 printed "SKIP: no CUDA device" */
   dist_device dev = {DIST_DEVICE_CPU, 0};
-  int mine = dist_manager_device(&dev) == DIST_SUCCESS && dev.kind == DIST_DEVICE_CUDA, all = 0, failed = 0;
+  int mine = dist_manager_device(&dev) == DIST_SUCCESS && dev.kind == DIST_DEVICE_CUDA, failed = 0;
   if (mine && cudaSetDevice(dev.index) != cudaSuccess) {
     fprintf(stderr, "%s[rank %d]: cudaSetDevice(%d) failed\n", cunit_mpi_name, rank, dev.index);
     mine = 0;
     failed = 1;
   }
-  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  int all = cunit_all_reduce_int(mine, DIST_MIN);
   if (!all && rank == 0)
     printf("SKIP: %s device-memory cases: some rank has no usable CUDA device from the manager (DIST_DEVICE=cpu, "
            "or cudaSetDevice failed)\n", cunit_mpi_name);

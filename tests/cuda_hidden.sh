@@ -7,6 +7,7 @@
 # without CUDA, with --disable-cuda-dlopen, or where mount namespaces cannot
 # be made (not root).
 set -u
+. "$(dirname "$0")/mpi_jobs_only.sh"
 B=$(cd "${top_builddir:-.}" && pwd)
 LAUNCHER=${LAUNCHER:-$(sed -n 's/^#define DIST_DEFAULT_LAUNCHER "\(.*\)"$/\1/p' "$B/config.h" 2>/dev/null || :)}
 LAUNCHER=${LAUNCHER:-mpirun --oversubscribe --allow-run-as-root -n}

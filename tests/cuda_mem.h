@@ -2,7 +2,7 @@
  * memory (test_optim, test_daso; test_ddp and test_dpo through cuda_cases.h). Copies are enqueued on dist_cuda_stream(),
  * the stream distmgr enqueues its device work on, and waited for: a copy in
  * follows the library's last update, and a copy back sees its result. A
- * failing CUDA call is printed (with the MPI rank when MPI is up) and counted
+ * failing CUDA call is printed (with the world rank while the manager is up) and counted
  * as a CUnit failure. Everything here exists only in builds with CUDA. */
 #ifndef DISTMGR_TESTS_CUDA_MEM_H
 #define DISTMGR_TESTS_CUDA_MEM_H
@@ -16,14 +16,12 @@
 #include <cuda_runtime.h>
 #include <distmgr.h>
 #include <distmgr/cuda.h>
-#include <mpi.h>
 #include <stdio.h>
 
 static inline int cuda_check_(cudaError_t e, const char *what, const char *file, int line) {
   if (e != cudaSuccess) {
-    int up = 0, rank = -1;
-    MPI_Initialized(&up);
-    if (up) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    int rank = -1;
+    dist_manager_rank(&rank); /* stays -1 outside the manager */
     fprintf(stderr, "[rank %d] %s:%d: %s: %s\n", rank, file, line, what, cudaGetErrorString(e));
   }
   CU_assertImplementation(e == cudaSuccess ? CU_TRUE : CU_FALSE, (unsigned)line, what, file, "", CU_FALSE);

@@ -32,11 +32,12 @@ static inline int cuda_skip_build(const char *name, const char *why) {
 #ifdef HAVE_CUDA
 #include <cuda_runtime.h>
 
-/* 1 when some rank has no device (rank 0 prints SKIP). Collective over the world. */
+/* 1 when some rank has no device (rank 0 prints SKIP). Collective over the
+ * manager's world (initialized). */
 static inline int cuda_skip_everywhere(int rank) {
-  int count = 0, least = 0;
+  int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
-  MPI_Allreduce(&count, &least, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  int least = cunit_all_reduce_int(count, DIST_MIN);
   if (least == 0 && rank == 0) printf("SKIP: no CUDA device\n");
   return least == 0;
 }

@@ -4,6 +4,7 @@
 # DIST_RANKS_PER_NODE. Skipped (77) where namespaces cannot be made, and in an
 # MPICH build (the reason is printed below).
 set -u
+. "$(dirname "$0")/mpi_jobs_only.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 prog=$(cd "${top_builddir:-.}" && pwd)/tests/test_daso
 [ -x "$prog" ] || { echo "daso_two_nodes: $prog not built" >&2; exit 99; }

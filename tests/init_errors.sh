@@ -3,6 +3,7 @@
 # program is started directly (an MPI singleton) with a given environment;
 # and a program that forgets dist_manager_finalize under the launcher.
 set -u
+. "$(dirname "$0")/mpi_jobs_only.sh"
 B=${top_builddir:-.}
 HELLO="$B/examples/hello"
 FORGET="$B/tests/forget_finalize"

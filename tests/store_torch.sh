@@ -5,7 +5,7 @@
 # They use no MPI: a CI pass that differs only in its MPI or pml skips them
 # (.ci/run runs them in each build's pml ob1 pass and under ASan).
 if [ "${CI_SKIP_TESTS_WITHOUT_MPI:-}" = skip ]; then
-  echo "SKIP: no MPI in these tests; this CI pass differs from the one that ran them only in its MPI"
+  echo "SKIP: no MPI in these tests; this CI pass differs from the one that ran them only in its MPI or launcher"
   exit 77
 fi
 build=${top_builddir:-.}

@@ -13,6 +13,7 @@
 # Environment: LAUNCHER (e.g. "mpirun --oversubscribe -n"; unset: the launcher
 # configure chose for this build's MPI, from config.h), top_builddir.
 set -u
+. "$(dirname "$0")/mpi_jobs_only.sh"
 # Under the sanitizer configuration (tests/sanitizer/env.sh) the pipeline runs
 # with ASan's fast unwinder and no leak check (SANITIZER_PIPELINE_ASAN_OPTIONS;
 # why: there): with whole stacks at every malloc its multi-rank runs exceed

@@ -136,7 +136,7 @@ static void roundtrip(int from, int to) {
   snprintf(mine, sizeof mine, "%s.r%d", path, from < 0 ? R : 0);
   dist_afno_meta meta[1] = {{"epoch", "7"}};
   ASSERT_OK(dist_afno_save(a, oa, mine, meta, 1));
-  MPI_Barrier(MPI_COMM_WORLD);
+  cunit_barrier();
   snprintf(mine, sizeof mine, "%s.r0", path);
   ASSERT_OK(dist_afno_load(b, ob, mine));
   char epoch[16];
@@ -209,7 +209,7 @@ static void test_bad_files(void) {
     fclose(f);
     free(buf);
   }
-  MPI_Barrier(MPI_COMM_WORLD);
+  cunit_barrier();
   snprintf(bad, sizeof bad, "%s/trunc.safetensors", dir);
   expect_load_fails(m, o, bad, DIST_ERR_CORRUPT, "trunc.safetensors");
   snprintf(bad, sizeof bad, "%s/flip.safetensors", dir);
@@ -221,7 +221,7 @@ static void test_bad_files(void) {
   ASSERT_OK(dist_afno_create(&other, &m2));
   snprintf(bad, sizeof bad, "%s/other_r%d.safetensors", dir, R);
   ASSERT_OK(dist_afno_save(m2, NULL, bad, NULL, 0));
-  MPI_Barrier(MPI_COMM_WORLD);
+  cunit_barrier();
   snprintf(bad, sizeof bad, "%s/other_r0.safetensors", dir);
   expect_load_fails(m, NULL, bad, DIST_ERR_CORRUPT, "the model expects");
   /* model only (no optimizer state) into a model with an optimizer */
@@ -243,17 +243,17 @@ static CU_TestInfo tests[] = {
 
 static int setup(void) {
   int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  dist_manager_rank(&rank);
   if (rank == 0) {
     snprintf(dir, sizeof dir, "/tmp/test_afno_ckpt.XXXXXX");
     if (!mkdtemp(dir)) return 1;
   }
-  MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
+  cunit_broadcast_bytes(dir, sizeof dir, 0);
   return 0;
 }
 
 static int teardown(void) {
-  MPI_Barrier(MPI_COMM_WORLD);
+  cunit_barrier();
   if (R == 0) {
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

@@ -1,6 +1,6 @@
 /* The collectives of coll.h: one suite, run over every backend (at 1, 2, 3
  * and 4 ranks; 3 gives uneven splits). This file builds two programs:
- *  - tests/test_coll: tensors in host memory, carried by the MPI backend;
+ *  - tests/test_coll: tensors in host memory, carried by the host engine (MPI, or Gloo without MPI);
  *  - tests/test_coll_cuda (COLL_DEVICE): tensors in cudaMalloc'd memory,
  *    carried by the engine DIST_CUDA_BACKEND picks at initialize. make check
  *    runs it as test_coll_cuda-npN (auto) and, through tests/mpi-launch.sh,
@@ -48,7 +48,7 @@
 #endif
 #define MAXW 64 /* the most ranks the fixed arrays below hold */
 
-static int W, R;    /* world size and rank from MPI itself */
+static int W, R;    /* world size and rank (the harness's) */
 static uint64_t seq; /* seed of the next check: the same sequence on every rank */
 
 static grp groups[2]; /* the world (named NULL) and "pair" (size 2, or 1 at odd W) */
@@ -769,15 +769,19 @@ static double now(void) {
 static void test_barrier(void) {
   int node = 0, nodes[64];
   ASSERT_OK(dist_manager_node(&node));
-  MPI_Allgather(&node, 1, MPI_INT, nodes, 1, MPI_INT, MPI_COMM_WORLD);
+  cunit_all_gather_int(node, nodes);
   for (int gi = 0; gi < NGROUPS; gi++) {
     const grp *g = &groups[gi];
-    MPI_Barrier(MPI_COMM_WORLD);
+    cunit_barrier();
     if (g->rank == g->size - 1) nanosleep(&(struct timespec){0, 30000000}, NULL);
     double enter = now(), entered[64], last = 0;
     CALL_OK(dist_barrier(g->name), "barrier");
     double left = now();
-    MPI_Allgather(&enter, 1, MPI_DOUBLE, entered, 1, MPI_DOUBLE, MPI_COMM_WORLD);
+    { /* every rank's entry time, over the world's host engine */
+      int64_t one = 1, w = W;
+      dist_tensor in = dist_tensor_host(&enter, DIST_F64, 1, &one), out = dist_tensor_host(entered, DIST_F64, 1, &w);
+      ASSERT_OK(dist_all_gather(NULL, &in, &out, 0));
+    }
     for (int r = 0; r < g->size; r++)
       if (nodes[g->world[r]] == node) last = fmax(last, entered[g->world[r]]);
     if (left < last - 1e-3)
@@ -915,7 +919,7 @@ static void test_free_in_flight(void) {
     int ok[2] = {0, 0};
     for (int k = 0; k < PASSES; k++) {
       /* Ranks other than 0 start late, so rank 0's request is surely still in flight. */
-      MPI_Barrier(MPI_COMM_WORLD);
+      cunit_barrier();
       if (R != 0) nanosleep(&(struct timespec){0, 20000000}, NULL);
       dist_request *req = NULL;
       if (CALL_OK(dist_all_reduce_start(g->name, T(&b, k), DIST_SUM, &req), pass_what("all_reduce_start f64", k))) {
@@ -956,9 +960,7 @@ static void expect_err_(dist_status got, dist_status code, dist_status alt, cons
                         const char *text, int line) {
   char msg[512];
   snprintf(msg, sizeof msg, "%s", dist_last_error());
-  int mine = (int)got, lo, hi;
-  MPI_Allreduce(&mine, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  MPI_Allreduce(&mine, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  int mine = (int)got, lo = cunit_all_reduce_int(mine, DIST_MIN), hi = cunit_all_reduce_int(mine, DIST_MAX);
   int code_ok = got == code || (alt != DIST_SUCCESS && got == alt);
   int msg_ok = msg[0] && (!has1 || strstr(msg, has1)) && (!has2 || strstr(msg, has2));
   if (!code_ok || lo != hi || !msg_ok)
@@ -1243,14 +1245,15 @@ static void test_device(void) {
 }
 
 /* Does some pair of ranks of group g drive one GPU? From the devices' UUIDs,
- * gathered here over MPI (independently of the manager's own table). */
+ * gathered here on host memory (independently of the manager's own table). */
 static int group_shares_gpu(const grp *g) {
   struct cudaDeviceProp p;
   memset(&p, 0, sizeof p);
   CUDA_CHECK(cudaGetDeviceProperties(&p, DEV));
   char *all = malloc(sizeof p.uuid.bytes * (size_t)W);
-  MPI_Allgather(p.uuid.bytes, (int)sizeof p.uuid.bytes, MPI_BYTE, all, (int)sizeof p.uuid.bytes, MPI_BYTE,
-                MPI_COMM_WORLD);
+  int64_t n = (int64_t)sizeof p.uuid.bytes, w = n * W;
+  dist_tensor in = dist_tensor_host(p.uuid.bytes, DIST_U8, 1, &n), out = dist_tensor_host(all, DIST_U8, 1, &w);
+  ASSERT_OK(dist_all_gather(NULL, &in, &out, 0)); /* on the host engine, apart from the device tables */
   int shared = 0;
   for (int i = 0; i < g->size; i++)
     for (int j = i + 1; j < g->size; j++)
@@ -1264,8 +1267,11 @@ static int group_shares_gpu(const grp *g) {
 /* The engine of each group's collectives in MEM. Host memory: MPI. Device
  * memory: NCCL unless the group has two ranks on one GPU (NCCL refuses them:
  * staged, or an error when NCCL is forced) or DIST_CUDA_BACKEND=staged; the
- * host engine is still MPI. Then the errors of the query itself. */
+ * host engine is MPI, or Gloo where the launch runs without MPI (told from the
+ * environment, apart from the query under test). Then the errors of the query
+ * itself. */
 static void test_backend_choice(void) {
+  const char *HOST_ENGINE = cunit_mpi_launch_without_mpi() ? "gloo" : "mpi";
   const char *name = NULL;
 #if defined(COLL_DEVICE) && defined(HAVE_CUDA)
   const char *env = getenv("DIST_CUDA_BACKEND");
@@ -1293,7 +1299,7 @@ static void test_backend_choice(void) {
     name = NULL;
     ASSERT_OK(dist_coll_backend(groups[k].name, DIST_MEM_HOST, &name));
     CU_ASSERT_PTR_NOT_NULL_FATAL(name);
-    CU_ASSERT_STRING_EQUAL(name, "mpi");
+    CU_ASSERT_STRING_EQUAL(name, HOST_ENGINE);
   }
   CU_ASSERT_EQUAL(dist_coll_backend("no such group", MEM->space, &name), DIST_ERR_UNKNOWN_GROUP);
   CU_ASSERT_EQUAL(dist_coll_backend(NULL, (dist_memory)7, &name), DIST_ERR_INVALID_ARGUMENT);
@@ -1311,7 +1317,7 @@ enum { HOST = 1, DEVICE = 2, BOTH = 3 }; /* the memory a case runs in */
 
 /* Every case once, in suite order, with the rank counts it applies at
  * (min..max) and the memory it runs in. Cases without tensors, and the
- * bad-input cases (host tensors, MPI comparisons of the outcome), run in
+ * bad-input cases (host tensors, outcomes compared over the world), run in
  * host memory only. Makefile.am runs both programs at 1, 2, 3 and 4 ranks
  * (tests/rank_counts.sh checks that every case runs at one of them). */
 typedef struct {
@@ -1406,8 +1412,7 @@ static int list_cases(void) {
  * Collective over the world. */
 static int device_setup(void) {
   const char *missing = cuda_missing();
-  int mine = missing != NULL, any = 0;
-  MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  int any = cunit_all_reduce_int(missing != NULL, DIST_MAX);
   if (any) return cunit_mpi_skip(missing); /* NULL where this rank has a device */
   MEM = &coll_device;
   dist_device dev = {DIST_DEVICE_CPU, 0};
@@ -1424,10 +1429,10 @@ static int device_setup(void) {
   for (int k = 0; k < NGROUPS; k++) {
     const char *engine = NULL;
     char why[320] = "";
-    int ok = dist_coll_backend(groups[k].name, DIST_MEM_CUDA, &engine) == DIST_SUCCESS, all = 0;
+    int ok = dist_coll_backend(groups[k].name, DIST_MEM_CUDA, &engine) == DIST_SUCCESS;
     if (!ok) snprintf(why, sizeof why, "%s", dist_last_error());
     if (!ok && !refused[0]) memcpy(refused, why, sizeof why);
-    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    int all = cunit_all_reduce_int(ok, DIST_MIN);
     group_on[k] = all;
     served += all;
     if (!all && R == 0)

@@ -1352,8 +1352,7 @@ static int ON_DEVICE; /* every rank sees a CUDA device */
  * setup, and then no rank runs the suites. */
 static int device_round(void) {
   static const CU_SuiteInfo device_suite = {"device memory", NULL, NULL, NULL, host_again, device_tests};
-  int ok = !ON_DEVICE || cuda_use_manager_device(&DEV), all = 0;
-  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  int ok = !ON_DEVICE || cuda_use_manager_device(&DEV), all = cunit_all_reduce_int(ok, DIST_MIN);
   suites[sizeof suites / sizeof suites[0] - 2] = ON_DEVICE && all ? device_suite : (CU_SuiteInfo)CU_SUITE_INFO_NULL;
   return !ok;
 }
@@ -1368,11 +1367,8 @@ static int read_layout(void) {
   bad |= dist_manager_local_rank(&LRANK) != DIST_SUCCESS;
   NODE_OF = malloc(sizeof(int) * (size_t)W);
   if (bad || !NODE_OF) return 1;
-  MPI_Allgather(&NODE, 1, MPI_INT, NODE_OF, 1, MPI_INT, MPI_COMM_WORLD);
-  int lmin = L, lmax = L;
-  MPI_Allreduce(MPI_IN_PLACE, &lmin, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  MPI_Allreduce(MPI_IN_PLACE, &lmax, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  UNEVEN = lmin != lmax;
+  cunit_all_gather_int(NODE, NODE_OF);
+  UNEVEN = cunit_all_reduce_int(L, DIST_MIN) != cunit_all_reduce_int(L, DIST_MAX);
   return 0;
 }
 
@@ -1391,6 +1387,10 @@ static int before_round(int round) {
 static int setup_round(int round) {
   int failed = 0;
 #ifdef HAVE_CUDA
+  if (round == 0) { /* collective: once the manager is up */
+    ON_DEVICE = !cuda_skip_everywhere(R); /* else rank 0 printed SKIP */
+    if (!ON_DEVICE && R == 0) printf("  (test_daso: the device-memory cases are skipped; the host cases run)\n");
+  }
   failed += device_round();
 #endif
   if (read_layout()) {
@@ -1409,14 +1409,25 @@ static int after_round(int round) {
 }
 
 int main(void) {
-  MPI_Init(NULL, NULL); /* the round list needs W before the manager starts */
-  MPI_Comm_size(MPI_COMM_WORLD, &W);
-  MPI_Comm_rank(MPI_COMM_WORLD, &R);
+  /* The round list needs W before the manager starts: from MPI, which this
+   * program initializes (distmgr adopts it), or, in a launch without MPI
+   * (torchrun's processes on Gloo), from the launcher's variables. */
+  int mpi = !cunit_mpi_launch_without_mpi();
+  if (mpi) {
+    MPI_Init(NULL, NULL);
+    MPI_Comm_size(MPI_COMM_WORLD, &W);
+    MPI_Comm_rank(MPI_COMM_WORLD, &R);
+  } else {
+    extern char **environ;
+    dist_launch l;
+    if (dist_launch_detect((const char *const *)environ, DIST_LAUNCH_AUTO, &l) != DIST_SUCCESS) {
+      fprintf(stderr, "test_daso: %s\n", dist_last_error());
+      return 1;
+    }
+    W = l.size, R = l.rank;
+  }
   VERIFY = !(getenv("DIST_VERIFY") && !strcmp(getenv("DIST_VERIFY"), "0"));
-#ifdef HAVE_CUDA
-  ON_DEVICE = !cuda_skip_everywhere(R); /* else rank 0 printed SKIP */
-  if (!ON_DEVICE && R == 0) printf("  (test_daso: the device-memory cases are skipped; the host cases run)\n");
-#else
+#ifndef HAVE_CUDA
   if (R == 0) printf("SKIP: test_daso device-memory cases: distmgr built without CUDA\n");
 #endif
   /* Layouts: as launched (real nodes: one on a single machine, or the
@@ -1429,6 +1440,6 @@ int main(void) {
   }
   int status = cunit_mpi_run(&(cunit_mpi_test){"test_daso", suites, .rounds = NROUNDS, .before = before_round,
                                                .setup = setup_round, .after = after_round});
-  MPI_Finalize(); /* this program initialized MPI: distmgr adopted it */
+  if (mpi) MPI_Finalize(); /* this program initialized MPI: distmgr adopted it */
   return status;
 }

@@ -42,19 +42,17 @@ static void sset(dist_dtype prec, void *p, int64_t i, double v) { store(prec, p,
 
 /* ---- groups ------------------------------------------------------------------------ */
 
-static MPI_Comm gcomm(const char *group) {
-  MPI_Comm c = MPI_COMM_NULL;
-  dist_group_comm(group, &c);
-  return c;
-}
-
-/* v reduced over my copy of the group (MPI itself, so that the verdicts do not
- * depend on the library under test). NaN counts as +infinity. */
-static double gred(const char *group, double v, MPI_Op op) {
-  double r = 0;
+/* v reduced over my copy of the group, by distmgr's all-reduce on host
+ * memory (MPI or Gloo; test_coll checks it against serial references), not
+ * by the FFT under test. NaN counts as +infinity. */
+static double gred(const char *group, double v, dist_reduce_op op) {
+  int64_t one = 1;
   if (isnan(v)) v = INFINITY;
-  MPI_Allreduce(&v, &r, 1, MPI_DOUBLE, op, gcomm(group));
-  return r;
+  dist_tensor t = dist_tensor_host(&v, DIST_F64, 1, &one);
+  dist_status s = dist_all_reduce(group, &t, op);
+  if (s != DIST_SUCCESS) fprintf(stderr, "test_fft: gred over %s: %s\n", group ? group : "world", dist_last_error());
+  CU_ASSERT_EQUAL(s, DIST_SUCCESS);
+  return s == DIST_SUCCESS ? v : NAN;
 }
 
 /* ---- the split rules, written out here as the reference ------------------------------ */
@@ -238,17 +236,19 @@ static void describe(fctx *x) {
 #define CTX_OPEN(x, c) ctx_open_((x), (c), __LINE__)
 
 /* dist_fft_input_split / _output_split against every rank's own local
- * piece (gathered with MPI itself): each rank's extent and offset along the
- * split dim, in group order. */
+ * piece (all-gathered over the group): each rank's extent and offset along
+ * the split dim, in group order. */
 static void splits_match(fctx *x, const dist_fft_local *li, const dist_fft_local *lo, int line) {
-  MPI_Comm comm = gcomm(x->c.group);
   int P = 0;
-  MPI_Comm_size(comm, &P);
+  ASSERT_OK(dist_group_size(x->c.group, &P));
+  if (P <= 0) return;
   CU_ASSERT_EQUAL(dist_fft_plan_ranks(x->plan), P);
   int64_t mine[4] = {li->shape[li->split_dim], li->offset[li->split_dim], lo->shape[lo->split_dim],
                      lo->offset[lo->split_dim]};
   int64_t *all = malloc(sizeof *all * 4 * (size_t)P), *got = malloc(sizeof *got * 4 * (size_t)P);
-  MPI_Allgather(mine, 4, MPI_INT64_T, all, 4, MPI_INT64_T, comm);
+  int64_t four = 4, nall = 4 * (int64_t)P;
+  dist_tensor tin = dist_tensor_host(mine, DIST_I64, 1, &four), tall = dist_tensor_host(all, DIST_I64, 1, &nall);
+  ASSERT_OK(dist_all_gather(x->c.group, &tin, &tall, 0));
   int bad = dist_fft_input_split(x->plan, P, got, got + P) != DIST_SUCCESS ||
             dist_fft_output_split(x->plan, P, got + 2 * P, got + 3 * P) != DIST_SUCCESS;
   for (int r = 0; r < P && !bad; r++)
@@ -275,7 +275,7 @@ static int ctx_open_(fctx *x, const fcase *c, int line) {
   char what[640];
   snprintf(what, sizeof what, "plan_create %s", x->name);
   check_ok_(s, what, line);
-  if (gred(c->group, s == DIST_SUCCESS, MPI_MIN) == 0) { /* some rank failed: skip the case everywhere */
+  if (gred(c->group, s == DIST_SUCCESS, DIST_MIN) == 0) { /* some rank failed: skip the case everywhere */
     if (s == DIST_SUCCESS) dist_fft_plan_destroy(x->plan);
     x->plan = NULL;
     return 0;
@@ -407,7 +407,7 @@ static int expect_piece_(const fctx *x, const char *what, const dist_fft_local *
   int cs = comps(p->dtype);
   int64_t worst;
   double mine = piece_diff(x, p, got, want, &worst);
-  double diff = gred(x->c.group, mine, MPI_MAX);
+  double diff = gred(x->c.group, mine, DIST_MAX);
   double scale = maxabs(want, prod(p->global, p->ndim) * cs);
   if (scale == 0) scale = 1;
   int ok = diff / scale <= tol_of(x->c.prec);
@@ -618,8 +618,8 @@ static void check_adjoint_(fctx *x, uint64_t seed, int line) {
     lbuf_fill(&a, seed, 2 * me), lbuf_fill(&y, seed, 2 * me + 1);
     int ok = check_ok_(dist_fft_forward(x->plan, &a.t, &fa.t), "forward", line);
     ok = check_ok_(dist_fft_forward_backward(x->plan, &y.t, &by.t), "forward_backward", line) && ok;
-    double lhs = gred(grp_, lbuf_dot(&fa, &y), MPI_SUM), rhs = gred(grp_, lbuf_dot(&a, &by), MPI_SUM);
-    double scale = sqrt(gred(grp_, lbuf_dot(&fa, &fa), MPI_SUM) * gred(grp_, lbuf_dot(&y, &y), MPI_SUM));
+    double lhs = gred(grp_, lbuf_dot(&fa, &y), DIST_SUM), rhs = gred(grp_, lbuf_dot(&a, &by), DIST_SUM);
+    double scale = sqrt(gred(grp_, lbuf_dot(&fa, &fa), DIST_SUM) * gred(grp_, lbuf_dot(&y, &y), DIST_SUM));
     expect_adjoint(x, "<forward(x), y> == <x, forward_backward(y)>", lhs, rhs, scale, line);
     lbuf_free(&a), lbuf_free(&y), lbuf_free(&fa), lbuf_free(&by);
   }
@@ -628,8 +628,8 @@ static void check_adjoint_(fctx *x, uint64_t seed, int line) {
     lbuf_fill(&z, seed + 1, 2 * me), lbuf_fill(&y, seed + 1, 2 * me + 1);
     int ok = check_ok_(dist_fft_inverse(x->plan, &z.t, &iz.t), "inverse", line);
     ok = check_ok_(dist_fft_inverse_backward(x->plan, &y.t, &by.t), "inverse_backward", line) && ok;
-    double lhs = gred(grp_, lbuf_dot(&iz, &y), MPI_SUM), rhs = gred(grp_, lbuf_dot(&z, &by), MPI_SUM);
-    double scale = sqrt(gred(grp_, lbuf_dot(&iz, &iz), MPI_SUM) * gred(grp_, lbuf_dot(&y, &y), MPI_SUM));
+    double lhs = gred(grp_, lbuf_dot(&iz, &y), DIST_SUM), rhs = gred(grp_, lbuf_dot(&z, &by), DIST_SUM);
+    double scale = sqrt(gred(grp_, lbuf_dot(&iz, &iz), DIST_SUM) * gred(grp_, lbuf_dot(&y, &y), DIST_SUM));
     expect_adjoint(x, "<inverse(z), y> == <z, inverse_backward(y)>", lhs, rhs, scale, line);
     lbuf_free(&z), lbuf_free(&y), lbuf_free(&iz), lbuf_free(&by);
   }
@@ -1226,7 +1226,7 @@ static void test_errors_execute(void) {
 static void test_errors_cuda_memory(void) {
   dist_device dev = {DIST_DEVICE_CPU, 0};
   dist_manager_device(&dev);
-  if (gred(NULL, dev.kind == DIST_DEVICE_CUDA, MPI_MAX) > 0) return; /* a GPU: test_fft_cuda's business */
+  if (gred(NULL, dev.kind == DIST_DEVICE_CUDA, DIST_MAX) > 0) return; /* a GPU: test_fft_cuda's business */
   dist_fft_options opt = DIST_FFT_OPTIONS_INIT;
   EXPECT_CREATE_ERROR(ANY_ERROR, NULL, DIST_FFT_R2C, DIST_F32, DIST_MEM_CUDA, 3, ESHAPE, 2, &opt);
   EXPECT_CREATE_ERROR(ANY_ERROR, NULL, DIST_FFT_C2C, DIST_F64, DIST_MEM_CUDA, 3, ESHAPE, 3, &opt);

@@ -57,12 +57,8 @@ static int cuda_ok_(cudaError_t e, const char *text, int line) {
 static double sget(dist_dtype prec, const void *p, int64_t i) { return load(prec, p, i).re; }
 static void sset(dist_dtype prec, void *p, int64_t i, double v) { store(prec, p, i, (cval){v, 0}); }
 
-static double allred(double v, MPI_Op op) {
-  double r = 0;
-  if (isnan(v)) v = INFINITY;
-  MPI_Allreduce(&v, &r, 1, MPI_DOUBLE, op, MPI_COMM_WORLD);
-  return r;
-}
+/* v reduced over the world by distmgr's host all-reduce (either engine). NaN counts as +infinity. */
+static double allred(double v, dist_reduce_op op) { return cunit_all_reduce_double(isnan(v) ? INFINITY : v, op); }
 
 /* ---- cases --------------------------------------------------------------------------- */
 
@@ -143,7 +139,7 @@ static int ctx_open(fctx *x, const fcase *c, int line) {
   check_ok_(sd, what, line);
   dist_status sh = dist_fft_plan_create(&x->hplan, c->type, c->prec, DIST_MEM_HOST, c->ndim, c->shape, c->fr, &opt);
   check_ok_(sh, "host plan_create", line);
-  int ok = allred(sd == DIST_SUCCESS && sh == DIST_SUCCESS, MPI_MIN) > 0;
+  int ok = allred(sd == DIST_SUCCESS && sh == DIST_SUCCESS, DIST_MIN) > 0;
   if (ok) {
     dist_fft_local di, dout;
     ok = check_ok_(dist_fft_local_input(x->hplan, &x->in), "local_input", line) &&
@@ -159,7 +155,7 @@ static int ctx_open(fctx *x, const fcase *c, int line) {
         fprintf(stderr, "[rank %d/%d] %s: the CUDA plan's pieces differ from the host plan's\n", R, W, x->name);
       assert_at(same, line, "CUDA plan's pieces == host plan's pieces");
     }
-    ok = allred(ok, MPI_MIN) > 0;
+    ok = allred(ok, DIST_MIN) > 0;
   }
   if (!ok) {
     if (sd == DIST_SUCCESS) dist_fft_plan_destroy(x->dplan);
@@ -250,7 +246,7 @@ static int expect_piece_(const fctx *x, const char *what, const dist_fft_local *
   }
   for (int64_t i = 0; i < prod(p->global, p->ndim) * cs; i++) scale = fmax(scale, fabs(want[i]));
   if (scale == 0) scale = 1;
-  double rel = allred(mine, MPI_MAX) / scale;
+  double rel = allred(mine, DIST_MAX) / scale;
   int ok = rel <= tol_of(x->c.prec);
   if (!(mine / scale <= tol_of(x->c.prec)))
     fprintf(stderr, "[rank %d/%d] line %d: %s, %s: relative error %.3g (tolerance %.0e)\n", R, W, line, what, x->name,
@@ -293,7 +289,7 @@ static void check_both_(fctx *x, int inverse, const double *gsrc, const double *
       diff = fmax(diff, fabs(sget(x->c.prec, got, i) - sget(x->c.prec, b.h, i)));
       scale = fmax(scale, fabs(sget(x->c.prec, b.h, i)));
     }
-    diff = allred(diff, MPI_MAX), scale = allred(scale, MPI_MAX);
+    diff = allred(diff, DIST_MAX), scale = allred(scale, DIST_MAX);
     int same = diff <= tol_of(x->c.prec) * (scale > 0 ? scale : 1);
     if (!same)
       fprintf(stderr, "[rank %d/%d] line %d: %s, %s: device and host differ by %.3g\n", R, W, line, what, x->name,
@@ -384,8 +380,8 @@ static void check_adjoint_(fctx *x, uint64_t seed, int line) {
       check_ok_(dist_fft_forward_backward(x->dplan, &y.dt, &by.dt), "forward_backward on the device", line);
     }
     void *hfa = download(&fa), *hby = download(&by);
-    double lhs = allred(dot(prec, hfa, y.h, y.nscal), MPI_SUM), rhs = allred(dot(prec, a.h, hby, a.nscal), MPI_SUM);
-    double scale = sqrt(allred(dot(prec, hfa, hfa, y.nscal), MPI_SUM) * allred(dot(prec, y.h, y.h, y.nscal), MPI_SUM));
+    double lhs = allred(dot(prec, hfa, y.h, y.nscal), DIST_SUM), rhs = allred(dot(prec, a.h, hby, a.nscal), DIST_SUM);
+    double scale = sqrt(allred(dot(prec, hfa, hfa, y.nscal), DIST_SUM) * allred(dot(prec, y.h, y.h, y.nscal), DIST_SUM));
     int ok = scale > 0 && fabs(lhs - rhs) <= tol_of(prec) * scale;
     if (!ok && R == 0)
       fprintf(stderr, "[rank %d/%d] line %d: adjoint of %s on the device, %s: %.17g vs %.17g\n", R, W, line,

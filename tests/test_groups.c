@@ -8,28 +8,46 @@
 
 #include "cunit_mpi.h"
 
-static int W, R; /* world size and rank from MPI itself */
+static int W, R; /* world size and rank: MPI's own, or the manager's without MPI */
+
+/* Rank 0 says once per run which MPI-only checks did not run (without MPI). */
+static void not_run(int *said, const char *what) {
+  if (!*said && R == 0) printf("test_groups: not run: manager / %s: no MPI in this run (Gloo)\n", what);
+  *said = 1;
+}
 
 /* The world ranks of `name`'s communicator in group-rank order must equal
- * `expected` (n entries), and dist_group_members/size/rank must agree. */
+ * `expected` (n entries), and dist_group_members/size/rank must agree.
+ * Without MPI the ranks are all-gathered over the group's Gloo context
+ * instead, and the communicator checks do not apply. */
 static void expect_group(const char *name, int n, const int *expected) {
+  static int said;
   MPI_Comm comm = MPI_COMM_NULL;
-  int size = -1, rank = -1, count = -1, members[64];
-  ASSERT_OK(dist_group_comm(name, &comm));
+  int size = -1, rank = -1, count = -1, members[64], on_mpi = cunit_mpi_in_use();
   ASSERT_OK(dist_group_size(name, &size));
   ASSERT_OK(dist_group_rank(name, &rank));
   ASSERT_OK(dist_group_members(name, members, 64, &count));
   CU_ASSERT_EQUAL(size, n);
   CU_ASSERT_EQUAL(count, n);
-  if (comm == MPI_COMM_NULL) {
-    CU_FAIL("member has no communicator");
-    return;
-  }
-  int csize, gathered[64];
-  MPI_Comm_size(comm, &csize);
-  CU_ASSERT_EQUAL(csize, n);
+  int csize = size, gathered[64];
+  if (on_mpi) {
+    ASSERT_OK(dist_group_comm(name, &comm));
+    if (comm == MPI_COMM_NULL) {
+      CU_FAIL("member has no communicator");
+      return;
+    }
+    MPI_Comm_size(comm, &csize);
+    CU_ASSERT_EQUAL(csize, n);
+  } else
+    not_run(&said, "the group communicators (dist_group_comm, MPI_Comm_size, dist_group_name_of)");
   if (csize != n || n > 64) return;
-  MPI_Allgather(&R, 1, MPI_INT, gathered, 1, MPI_INT, comm);
+  if (on_mpi) MPI_Allgather(&R, 1, MPI_INT, gathered, 1, MPI_INT, comm);
+  else {
+    int64_t one = 1, all = n;
+    int32_t me = R;
+    dist_tensor in = dist_tensor_host(&me, DIST_I32, 1, &one), out = dist_tensor_host(gathered, DIST_I32, 1, &all);
+    ASSERT_OK(dist_all_gather(name, &in, &out, 0));
+  }
   for (int i = 0; i < n; i++) {
     if (gathered[i] != expected[i] || members[i] != expected[i])
       fprintf(stderr, "[%d] group %s member %d: comm %d, list %d, expected %d\n", R, name, i, gathered[i], members[i],
@@ -38,6 +56,7 @@ static void expect_group(const char *name, int n, const int *expected) {
     CU_ASSERT_EQUAL(members[i], expected[i]);
     if (expected[i] == R) CU_ASSERT_EQUAL(rank, i);
   }
+  if (!on_mpi) return;
   const char *back = NULL;
   ASSERT_OK(dist_group_name_of(comm, &back));
   CU_ASSERT_PTR_NOT_NULL(back);
@@ -83,7 +102,8 @@ static void test_queries(void) {
   CU_ASSERT_TRUE(strlen(addr) > 0);
   CU_ASSERT_TRUE(node >= 0 && node < nnodes);
   /* The method must be the launcher that started us. */
-  const char *expected = getenv("OMPI_COMM_WORLD_RANK") ? "OPENMPI"
+  const char *expected = getenv("TORCHELASTIC_RUN_ID") && getenv("RANK") ? "ENV"
+                         : getenv("OMPI_COMM_WORLD_RANK")                ? "OPENMPI"
                          : getenv("PMI_RANK")           ? "MPICH"
                          : getenv("SLURM_PROCID")       ? "SLURM"
                                                         : "SINGLE";
@@ -98,6 +118,9 @@ static void test_queries(void) {
   const char *ol = getenv("OMPI_COMM_WORLD_LOCAL_RANK"), *os = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
   if (ol) CU_ASSERT_EQUAL(lrank, atoi(ol));
   if (os) CU_ASSERT_EQUAL(lsize, atoi(os));
+  const char *tl = getenv("LOCAL_RANK"), *ts = getenv("LOCAL_WORLD_SIZE"); /* torchrun's */
+  if (!ol && tl) CU_ASSERT_EQUAL(lrank, atoi(tl));
+  if (!os && ts) CU_ASSERT_EQUAL(lsize, atoi(ts));
 }
 
 /* world, local, cross, self against the node layout, all-gathered independently. */
@@ -107,15 +130,19 @@ static void test_builtins(void) {
   expect_group("world", W, expected);
   expect_group(NULL, W, expected);
   /* Who shares my node? Gather (node, local rank) from the manager's queries. */
-  int mine[2], table[128], n = 0;
+  int mine[2], table[128], n = 0, nodes[64], lranks[64];
   ASSERT_OK(dist_manager_node(&mine[0]));
   ASSERT_OK(dist_manager_local_rank(&mine[1]));
-  MPI_Allgather(mine, 2, MPI_INT, table, 2, MPI_INT, MPI_COMM_WORLD);
+  cunit_all_gather_int(mine[0], nodes);
+  cunit_all_gather_int(mine[1], lranks);
+  for (int r = 0; r < W; r++) table[2 * r] = nodes[r], table[2 * r + 1] = lranks[r];
   for (int r = 0; r < W; r++)
     if (table[2 * r] == mine[0]) all[table[2 * r + 1]] = r, n++;
   expect_group("local", n, all);
   /* The shared-memory truth: MPI's own split must hold the same ranks. */
-  if (!getenv("DIST_RANKS_PER_NODE")) {
+  static int said;
+  if (!cunit_mpi_in_use()) not_run(&said, "built-in groups: \"local\" against MPI's shared-memory split");
+  else if (!getenv("DIST_RANKS_PER_NODE")) {
     MPI_Comm shm;
     int ssize;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, R, MPI_INFO_NULL, &shm);
@@ -213,7 +240,7 @@ static void test_explicit_ranks(void) {
   } else {
     MPI_Comm comm;
     ASSERT_OK(dist_group_comm("odd", &comm));
-    CU_ASSERT_EQUAL(comm, MPI_COMM_NULL);
+    CU_ASSERT_EQUAL(comm, MPI_COMM_NULL); /* without MPI too: there is none */
     ASSERT_STATUS(dist_group_rank("odd", &rank), DIST_ERR_NOT_MEMBER);
     ASSERT_MSG_HAS("odd");
   }

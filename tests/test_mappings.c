@@ -146,11 +146,7 @@ static double tdot(const dist_tensor *a, const dist_tensor *b) {
   return s;
 }
 
-static double allsum(double v) {
-  double s = 0;
-  MPI_Allreduce(&v, &s, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  return s;
-}
+static double allsum(double v) { return cunit_all_reduce_double(v, DIST_SUM); }
 
 /* The inner product over the group: the sum of the ranks' local products for
  * distributed tensors. A replicated tensor (the same on every rank) is ONE

@@ -4,6 +4,7 @@
 # (tests/link_probe checks both). Skipped (77) where namespaces or TAP devices
 # cannot be made.
 set -u
+. "$(dirname "$0")/mpi_jobs_only.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${top_builddir:-.}" && pwd)
 probe=$build/tests/link_probe

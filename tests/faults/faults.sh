@@ -6,6 +6,7 @@
 # reported for the broken call. Lines checked are those tests/faults/faults.c
 # prints ("rank R: CALL -> ok|error CODE: MESSAGE").
 set -u
+. "$(dirname "$0")/../mpi_jobs_only.sh"
 B=${top_builddir:-.}
 PROG="$B/tests/faults/faults"
 # LAUNCHER unset: the launcher configure chose for this build's MPI (config.h).

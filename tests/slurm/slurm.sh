@@ -14,6 +14,7 @@
 # Skips (77) where no cluster can run (not root, SLURM not installed, no PMI
 # plugin for this MPI, an MPI other than these two).
 set -u
+. "$(dirname "$0")/../mpi_jobs_only.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 B=$(cd "${top_builddir:-.}" && pwd)
 cluster="$here/cluster.sh"
