@@ -199,16 +199,16 @@ static void test_node_layouts(void) {
   CU_ASSERT_EQUAL(local.size, -1); /* uneven nodes */
   CU_ASSERT_EQUAL(cross.size, -1);
   int m[4] = {-1, -1, -1, -1};
-  CU_ASSERT_TRUE(dist__layout_members(&local, 0, m));
+  CU_ASSERT_EQUAL(dist__layout_members(&local, 0, m), 1); /* each copy's own size */
   CU_ASSERT_EQUAL(m[0], a[0]);
-  CU_ASSERT_TRUE(dist__layout_members(&local, 2, m));
+  CU_ASSERT_EQUAL(dist__layout_members(&local, 2, m), 2);
   CU_ASSERT_EQUAL(m[0], b[0]);
   CU_ASSERT_EQUAL(m[1], b[1]);
-  CU_ASSERT_TRUE(dist__layout_members(&cross, 1, m));
+  CU_ASSERT_EQUAL(dist__layout_members(&cross, 1, m), 2);
   CU_ASSERT_EQUAL(m[0], c0[0]);
   CU_ASSERT_EQUAL(m[1], c0[1]);
   CU_ASSERT_EQUAL(cross.key[2], 0); /* only node 1 has local rank 1: key 0, not the node index */
-  CU_ASSERT_TRUE(dist__layout_members(&cross, 2, m));
+  CU_ASSERT_EQUAL(dist__layout_members(&cross, 2, m), 1);
   CU_ASSERT_EQUAL(m[0], c1[0]);
   dist__layout_free(&local);
   dist__layout_free(&cross);

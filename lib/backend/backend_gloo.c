@@ -1,9 +1,9 @@
 /* The Gloo backend: host memory in launches without MPI (torchrun). The
  * collective layer hands it contiguous buffers with counts in elements, as
  * every backend; it maps them onto the shim (gloo.h): Gloo's collectives
- * where the layout is Gloo's (blocks in rank order), point-to-point
- * exchanges where displacements say otherwise (gather-v, scatter-v,
- * all-to-all-v). Gloo's calls block, so a non-blocking call is complete when
+ * where the layout is Gloo's (blocks in rank order) on every rank alike,
+ * point-to-point exchanges where displacements say otherwise (gather-v,
+ * scatter-v) or where each rank's layout is its own (all-to-all-v). Gloo's calls block, so a non-blocking call is complete when
  * it returns and its wait is a no-op. */
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +13,7 @@
 
 static int can_reduce(dist_dtype t, dist_reduce_op op) {
   if (dist__dtype_is16(t) || op == DIST_AVG) return 0; /* the caller widens 16-bit and divides for AVG */
-  if (dist__dtype_kind(t) == DIST__COMPLEX) return op == DIST_SUM;
+  if (dist__dtype_kind(t) == DIST__COMPLEX) return op == DIST_SUM || op == DIST_PROD;
   return t == DIST_F32 || t == DIST_F64 || t == DIST_I32 || t == DIST_I64 || t == DIST_U8;
 }
 
@@ -129,9 +129,11 @@ static dist_status all_to_all_v(dist__group *g, const void *send, const size_t *
   size_t es = dist_dtype_size(t), *s, *r;
   DIST_CHECK(bytes_of(P, sc, sd, es, &s));
   dist_status st = bytes_of(P, rc, rd, es, &r);
+  /* Always point to point: whether a rank's layout is packed is its own
+   * business, and two ranks in different calls (Gloo's alltoallv here, the
+   * exchange there) would wait for each other forever. */
   if (!st) {
-    st = packed(P, sc, sd) && packed(P, rc, rd) ? dist__gloo_all_to_all_v(g->gloo, send, s, recv, r)
-                                                 : dist__gloo_exchange(g->gloo, send, s, s + P, recv, r, r + P);
+    st = dist__gloo_exchange(g->gloo, send, s, s + P, recv, r, r + P);
     free(r);
   }
   free(s);

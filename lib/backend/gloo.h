@@ -28,7 +28,7 @@ void dist__gloo_free(dist__gloo *g);
 int dist__gloo_rank(const dist__gloo *g);
 int dist__gloo_size(const dist__gloo *g);
 
-/* In place; t one of f32, f64, c64/c128 (sum, avg's sum), i32, i64, u8. */
+/* In place; t one of f32, f64, i32, i64, u8 (sum, max, min, prod), c64/c128 (sum, avg's sum, prod). */
 dist_status dist__gloo_all_reduce(dist__gloo *g, void *buf, size_t count, dist_dtype t, dist_reduce_op op);
 dist_status dist__gloo_broadcast(dist__gloo *g, void *buf, size_t bytes, int root);
 /* Rank r's bytes[r] bytes, concatenated in rank order; mine from `send`. */

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <complex>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -154,31 +155,52 @@ ReduceFn reducer(dist_reduce_op op) {
   }
 }
 
+// Complex product, elementwise (Gloo has sums of complex values as pairs of
+// reals, but no product): c may alias a or b, each element is read first.
+template <typename R>
+void complex_product(void *c, const void *a, const void *b, size_t n) {
+  auto *z = static_cast<std::complex<R> *>(c);
+  auto *x = static_cast<const std::complex<R> *>(a), *y = static_cast<const std::complex<R> *>(b);
+  for (size_t i = 0; i < n; i++) z[i] = x[i] * y[i];
+}
+
 template <typename T>
-void allreduce_as(dist__gloo *g, void *buf, size_t n, dist_reduce_op op) {
+void allreduce_with(dist__gloo *g, void *buf, size_t n, ReduceFn fn) {
   gloo::AllreduceOptions o(g->ctx);
   o.setOutput(static_cast<T *>(buf), n);
-  o.setReduceFunction(reducer<T>(op));
+  o.setReduceFunction(fn);
   o.setTag(g->tag++);
   o.setTimeout(g->timeout);
   gloo::allreduce(o);
 }
 
 template <typename T>
-void reduce_as(dist__gloo *g, const void *in, void *out, size_t n, int root, dist_reduce_op op) {
+void allreduce_as(dist__gloo *g, void *buf, size_t n, dist_reduce_op op) {
+  allreduce_with<T>(g, buf, n, reducer<T>(op));
+}
+
+template <typename T>
+void reduce_with(dist__gloo *g, const void *in, void *out, size_t n, int root, ReduceFn fn) {
   gloo::ReduceOptions o(g->ctx);
   o.setInput(static_cast<T *>(const_cast<void *>(in)), n);
   o.setOutput(static_cast<T *>(out), n);
   o.setRoot(root);
-  o.setReduceFunction(reducer<T>(op));
+  o.setReduceFunction(fn);
   o.setTag(g->tag++);
   o.setTimeout(g->timeout);
   gloo::reduce(o);
 }
 
-// Element type of a reduction; complex values reduce as pairs of reals (*mult = 2).
+template <typename T>
+void reduce_as(dist__gloo *g, const void *in, void *out, size_t n, int root, dist_reduce_op op) {
+  reduce_with<T>(g, in, out, n, root, reducer<T>(op));
+}
+
+// Element type of a reduction; complex sums reduce as pairs of reals (*mult
+// = 2), complex products as complex values (5: c64, 6: c128).
 int real_type(dist_dtype t, dist_reduce_op op, int *mult) {
   *mult = (t == DIST_C64 || t == DIST_C128) ? 2 : 1;
+  if (*mult == 2 && op == DIST_PROD) return *mult = 1, t == DIST_C64 ? 5 : 6;
   if (*mult == 2 && op != DIST_SUM && op != DIST_AVG) return -1;
   switch (t) {
     case DIST_F32: case DIST_C64: return 0;
@@ -202,7 +224,9 @@ dist_status dist__gloo_all_reduce(dist__gloo *g, void *buf, size_t count, dist_d
       case 1: allreduce_as<double>(g, buf, n, op); break;
       case 2: allreduce_as<int32_t>(g, buf, n, op); break;
       case 3: allreduce_as<int64_t>(g, buf, n, op); break;
-      default: allreduce_as<uint8_t>(g, buf, n, op); break;
+      case 4: allreduce_as<uint8_t>(g, buf, n, op); break;
+      case 5: allreduce_with<std::complex<float>>(g, buf, n, &complex_product<float>); break;
+      default: allreduce_with<std::complex<double>>(g, buf, n, &complex_product<double>); break;
     }
   });
 }
@@ -283,7 +307,9 @@ dist_status dist__gloo_reduce(dist__gloo *g, const void *send, void *recv, size_
       case 1: reduce_as<double>(g, send, out, n, root, op); break;
       case 2: reduce_as<int32_t>(g, send, out, n, root, op); break;
       case 3: reduce_as<int64_t>(g, send, out, n, root, op); break;
-      default: reduce_as<uint8_t>(g, send, out, n, root, op); break;
+      case 4: reduce_as<uint8_t>(g, send, out, n, root, op); break;
+      case 5: reduce_with<std::complex<float>>(g, send, out, n, root, &complex_product<float>); break;
+      default: reduce_with<std::complex<double>>(g, send, out, n, root, &complex_product<double>); break;
     }
   });
 }

@@ -90,15 +90,16 @@ static dist_status gloo_connect(const dist__layout *l, int index, dist__gloo **c
   *ctx = NULL;
   int me = dist__groups.rank, color = l->color ? l->color[me] : -1;
   if (color < 0) return DIST_SUCCESS;
-  int *members = malloc(sizeof *members * (size_t)l->size), rank = -1;
+  /* room for the world: copies may differ in size (l->size is then -1) */
+  int *members = malloc(sizeof *members * (size_t)dist__groups.size), rank = -1;
   if (!members) return dist__error(DIST_ERR_NO_MEMORY, "members of a group's copy");
-  dist__layout_members(l, me, members);
-  for (int i = 0; i < l->size; i++)
+  int n = dist__layout_members(l, me, members);
+  for (int i = 0; i < n; i++)
     if (members[i] == me) rank = i;
   free(members);
   char prefix[256];
   snprintf(prefix, sizeof prefix, "%sgroup/%d/%d/", dist__rdzv_prefix(dist__engine.rdzv), index, color);
-  return dist__gloo_connect(dist__rdzv_client(dist__engine.rdzv), prefix, rank, l->size, dist__engine.gloo_timeout, ctx);
+  return dist__gloo_connect(dist__rdzv_client(dist__engine.rdzv), prefix, rank, n, dist__engine.gloo_timeout, ctx);
 }
 
 dist_status dist__group_keep_gloo(const char *name, int parent, dist__layout *layout, dist_status local) {
@@ -119,6 +120,7 @@ dist_status dist__group_keep_gloo(const char *name, int parent, dist__layout *la
   kept = s ? NULL : malloc(sizeof *kept);
   if (!s && !kept) s = dist__error(DIST_ERR_NO_MEMORY, "group '%s'", name);
   if (!s && ctx) {
+    g.size = dist__gloo_size(ctx); /* my copy's: copies may differ in size */
     g.members = malloc(sizeof(int) * (size_t)g.size);
     if (!g.members) s = dist__error(DIST_ERR_NO_MEMORY, "member list of group '%s'", name);
     else dist__layout_members(layout, dist__groups.rank, g.members);

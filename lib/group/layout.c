@@ -158,7 +158,7 @@ int dist__layout_members(const dist__layout *l, int r, int *members) {
   for (int q = 0; q < l->world; q++) n += l->color[q] == l->color[r];
   for (int q = 0; q < l->world; q++)
     if (l->color[q] == l->color[r] && l->key[q] >= 0 && l->key[q] < n) members[l->key[q]] = q;
-  return 1;
+  return n;
 }
 
 dist_status dist__mesh_resolve(int ndims, const int *sizes, int total, int *resolved) {

@@ -54,7 +54,8 @@ dist_status dist__layout_nodes(int world, const int *node, const int *lrank, dis
                                dist__layout *cross);
 
 /* World ranks of the copy that world rank `r` belongs to, ordered by key.
- * `members` must hold l->size entries. Returns 0 if r is not a member. */
+ * `members` must hold l->size entries (the world's when copies differ in
+ * size). Returns the copy's size, 0 if r is not a member. */
 int dist__layout_members(const dist__layout *l, int r, int *members);
 
 /* Resolve a mesh shape: at most one -1 (filled in), every other entry >= 1,

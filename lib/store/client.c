@@ -3,7 +3,9 @@
  * 2.1) or, where the dialect has no cancel, the connection is replaced, so
  * the client stays usable either way. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -292,4 +294,20 @@ int dist__store_local_addr(const dist__store_client *c, char *out, size_t n) {
   const void *ip = a.ss_family == AF_INET6 ? (const void *)&((struct sockaddr_in6 *)&a)->sin6_addr
                                             : (const void *)&((struct sockaddr_in *)&a)->sin_addr;
   return inet_ntop(a.ss_family, ip, out, (socklen_t)n) ? 0 : -1;
+}
+
+int dist__store_wait_closed(dist__store_client *c, double timeout) {
+  double deadline = dist__net_now() + timeout;
+  char junk[64];
+  while (c && c->fd >= 0) {
+    double left = deadline - dist__net_now();
+    if (left <= 0) return -1;
+    struct pollfd p = {c->fd, POLLIN, 0};
+    int k = poll(&p, 1, (int)(left * 1e3) + 1);
+    if (k < 0 && errno != EINTR) return -1;
+    if (k <= 0) continue;
+    ssize_t n = read(c->fd, junk, sizeof junk); /* nothing is due: only the end */
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return 0;
+  }
+  return 0;
 }

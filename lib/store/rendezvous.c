@@ -209,6 +209,10 @@ dist_status dist__rdzv_close(dist__rdzv *r, int orderly) {
       int64_t out = 0;
       s = dist__store_add(r->client, count, 1, &out);
       if (!s && out == r->size - 1) s = dist__store_set(r->client, last, "", 0);
+      /* Rank 0's own server: return only once it is gone, so that a next
+       * initialize cannot reach it as it stops (it would reset the connection). */
+      if (!s && !r->plan.agent_store && dist__store_wait_closed(r->client, r->timeout))
+        s = dist__error(DIST_ERR_TIMEOUT, "closing the rendezvous: rank 0's store still served after %g s", r->timeout);
     } else {
       const char *keys[] = {last};
       s = dist__store_wait(r->client, keys, 1, r->timeout);

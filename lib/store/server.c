@@ -379,9 +379,11 @@ void dist__store_server_stop(dist__store_server *s) {
   ssize_t w = write(s->wake[1], "x", 1);
   (void)w; /* the loop also wakes every 100 ms */
   pthread_join(s->thread, NULL);
+  /* No new connection first: a client that sees its connection end may
+   * reconnect at once, and must then find nobody (or the next server). */
+  close(s->listen_fd);
   while (s->nconns) drop(s, s->nconns - 1, NULL);
   free(s->conns);
-  close(s->listen_fd);
   close(s->wake[0]);
   close(s->wake[1]);
   dist__kv_free(&s->kv);

@@ -39,6 +39,9 @@ typedef struct dist__store_client dist__store_client;
 dist_status dist__store_connect(const char *host, int port, dist__store_dialect d, double timeout,
                                 dist__store_client **out);
 void dist__store_close(dist__store_client *c);
+/* Wait, at most `timeout` seconds, until the server closes this connection
+ * (stops serving): 0 when it did. */
+int dist__store_wait_closed(dist__store_client *c, double timeout);
 /* This end's IP address on the connection to the store (dotted or IPv6
  * text): an address the store's host routes to. 0 on success. */
 int dist__store_local_addr(const dist__store_client *c, char *out, size_t n);
