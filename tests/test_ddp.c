@@ -779,7 +779,9 @@ static void test_scrambled(void) {
       iterate(&b, 400 + (uint64_t)k, &mb);
       float *ga[NP], *gb[NP];
       grads_of(&a, ga), grads_of(&b, gb);
-      EXPECT_SAME(gb, ga, "scrambled marks");
+      if (cunit_mpi_in_use() || W < 3) EXPECT_SAME(gb, ga, "scrambled marks");
+      else /* Gloo's ring sums an element in an order set by its offset in the bucket: the layouts differ, so may the last bit */
+        for (int i = 0; i < NP; i++) EXPECT_CLOSE(gb[i], ga[i], NUMEL[i], 1e-6, 1e-7, "scrambled marks (Gloo: to rounding)");
     }
   }
   rig_close(&a), rig_close(&b);
@@ -1165,13 +1167,12 @@ static void test_progress(void) {
   rig_close(&a);
   int level = MPI_THREAD_SINGLE;
   dist_ddp *d = NULL;
-  if (!cunit_mpi_in_use()) { /* the progress thread pokes MPI's progress engine */
-    if (R == 0) printf("test_ddp: not run: progress THREAD (MPI's progress thread): no MPI in this run (Gloo)\n");
-  } else if (MPI_Query_thread(&level), level < MPI_THREAD_MULTIPLE) {
+  /* On Gloo, THREAD needs no thread (the calls complete before they return) and must just work too. */
+  if (cunit_mpi_in_use() && (MPI_Query_thread(&level), level < MPI_THREAD_MULTIPLE)) {
     CALL_FAILS(dist_ddp_create(b.p, &thread, &d), DIST_ERR_UNSUPPORTED, "MPI_THREAD_MULTIPLE",
                "progress THREAD without MPI_THREAD_MULTIPLE");
     dist_ddp_destroy(d);
-  } else { /* an MPI that grants more than asked: then THREAD must just work */
+  } else { /* an MPI that grants more than asked, or Gloo: then THREAD must just work */
     rig c;
     if (rig_open(&c, &thread)) {
       marker mc = MARK(&c), mb = MARK(&b);

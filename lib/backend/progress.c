@@ -30,7 +30,8 @@ static void *run(void *arg) {
   return NULL;
 }
 
-dist_status dist__progress_check(const char *what) {
+dist_status dist__progress_check(const char *what, const dist__group *g) {
+  if (dist__backend_host(g) != &dist__backend_mpi) return DIST_SUCCESS;
   int level = MPI_THREAD_SINGLE;
   DIST_MPI_CALL(MPI_Query_thread(&level));
   if (level < MPI_THREAD_MULTIPLE)
@@ -45,6 +46,7 @@ void dist__progress_init(dist__progress *p) {
 }
 
 dist_status dist__progress_start(dist__progress *p, const dist__group *g) {
+  if (dist__backend_host(g) != &dist__backend_mpi) return DIST_SUCCESS; /* nothing to progress */
   int rc = MPI_Comm_dup(dist__comm(g), &p->comm);
   if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Comm_dup (progress thread)");
   pthread_mutex_init(&p->lock, NULL);

@@ -16,8 +16,10 @@ typedef struct dist__progress {
 } dist__progress;
 
 void dist__progress_init(dist__progress *p); /* not running */
-dist_status dist__progress_check(const char *what); /* local: the MPI thread level allows a thread; `what` names the user */
-dist_status dist__progress_start(dist__progress *p, const dist__group *g); /* collective over g (a private duplicate) */
+/* Local: the MPI thread level allows a thread; `what` names the user. A
+ * group on Gloo needs no thread (its calls complete before they return). */
+dist_status dist__progress_check(const char *what, const dist__group *g);
+dist_status dist__progress_start(dist__progress *p, const dist__group *g); /* collective over g (a private duplicate); none on Gloo */
 void dist__progress_stop(dist__progress *p);
 void dist__progress_add(dist__progress *p, int n); /* launched (+1) / completed (-n) */
 

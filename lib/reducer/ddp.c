@@ -83,7 +83,8 @@ dist_status dist_ddp_create(dist_params *p, const dist_ddp_options *o, dist_ddp 
   }
   if (!s) s = dist__ddp_alloc_buffers(d);
   d->rebuild_pending = opt.rebuild_buckets;
-  if (!s && opt.progress == DIST_DDP_PROGRESS_THREAD) s = dist__progress_check("dist_ddp_create: progress = DIST_DDP_PROGRESS_THREAD");
+  if (!s && opt.progress == DIST_DDP_PROGRESS_THREAD)
+    s = dist__progress_check("dist_ddp_create: progress = DIST_DDP_PROGRESS_THREAD", d->g);
   int differs;
   dist_status agreed = dist__agree_status_hash_group(g, s, options_hash(&opt, d->has_hook), what, &differs);
   if (differs)
