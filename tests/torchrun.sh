@@ -97,6 +97,17 @@ if [ -x "$gloo" ]; then
     bare "$gloo" 3 DIST_TIMEOUT=3 TORCHRUN_GLOO_QUIT=connect
   refuse "Gloo: a rank quits before the first collective" "all-reduce: Gloo all-reduce:" 20 \
     bare "$gloo" 3 DIST_TIMEOUT=3 TORCHRUN_GLOO_QUIT=collective
+  # The manager on Gloo: the last rank dies after initialize; the others'
+  # next collective fails, each with a message, within DIST_TIMEOUT.
+  t0=$(date +%s)
+  out=$(bare "$coll" 4 DIST_TIMEOUT=5 TORCHRUN_COLL_QUIT=1 2>&1)
+  rc=$? dt=$(($(date +%s) - t0)) n=$(printf '%s\n' "$out" | grep -c "after the last rank died: .*(a peer process left or died)")
+  if [ $rc -ne 0 ] && [ "$n" -eq 3 ] && [ $dt -le 20 ]; then
+    echo "ok   a rank dies after initialize: the 3 others fail in their next collective ($dt s)"
+  else
+    echo "FAIL a rank dies after initialize (exit $rc, $n of 3 ranks said so, $dt s)"; printf '%s\n' "$out" | tail -8 | sed 's/^/     /'
+    failures=$((failures + 1))
+  fi
   # DASO on Gloo (private cross groups, bf16 sums kept 16-bit on the wire)
   # under two torchrun agents of 2 (torchrun's nodes): every epoch's loss as
   # under mpirun with 2 simulated nodes of 2, digit for digit.

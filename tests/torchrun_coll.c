@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int bad;
 #define CHECK(c)                                                                                            \
@@ -95,6 +96,17 @@ int main(void) {
   CHECK(dist_manager_rank(&rank) == DIST_SUCCESS && dist_manager_world_size(&size) == DIST_SUCCESS);
   CHECK(dist_manager_local_rank(&lrank) == DIST_SUCCESS && dist_manager_local_size(&lsize) == DIST_SUCCESS);
   CHECK(dist_manager_node_count(&nodes) == DIST_SUCCESS);
+  /* TORCHRUN_COLL_QUIT: the last rank dies without a word; every other rank's
+   * next collective must fail within DIST_TIMEOUT, never hang. */
+  if (getenv("TORCHRUN_COLL_QUIT") && size > 1) {
+    if (rank == size - 1) _exit(3);
+    float x = 1;
+    int64_t one = 1;
+    dist_tensor tx = dist_tensor_host(&x, DIST_F32, 1, &one);
+    dist_status s = dist_all_reduce(NULL, &tx, DIST_SUM);
+    printf("torchrun_coll: rank %d: after the last rank died: %s\n", rank, s ? dist_last_error() : "no error");
+    return s ? 2 : 0;
+  }
   /* torchrun's node layout (one node per agent); the bare launcher's: one host. */
   const char *lr = getenv("LOCAL_RANK"), *ls = getenv("LOCAL_WORLD_SIZE");
   if (lr && ls) CHECK(lrank == atoi(lr) && lsize == atoi(ls) && nodes == size / lsize);

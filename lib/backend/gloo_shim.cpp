@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <complex>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -87,8 +88,10 @@ dist_status guarded(const char *what, F f) {
     return DIST_SUCCESS;
   } catch (const std::exception &e) {
     const char *m = e.what();
-    dist_status s = strstr(m, "imed out") || strstr(m, "imeout") ? DIST_ERR_TIMEOUT : DIST_ERR_IO;
-    return dist__error(s, "Gloo %s: %s", what, m);
+    // A peer's connection that ended: that process left or died.
+    bool gone = strstr(m, "Connection closed") || strstr(m, "Connection reset") || strstr(m, "Broken pipe");
+    dist_status s = gone ? DIST_ERR_ABORTED : strstr(m, "imed out") || strstr(m, "imeout") ? DIST_ERR_TIMEOUT : DIST_ERR_IO;
+    return dist__error(s, "Gloo %s: %s%s", what, m, gone ? " (a peer process left or died)" : "");
   } catch (...) {
     return dist__error(DIST_ERR_INTERNAL, "Gloo %s: an unknown exception", what);
   }
@@ -351,7 +354,9 @@ dist_status dist__gloo_exchange(dist__gloo *g, const void *send, const size_t *s
 
 dist_status dist__gloo_sendrecv(dist__gloo *g, const void *send, size_t sbytes, int to, void *recv, size_t rbytes,
                                 int from) {
-  return guarded("control step", [&] {
+  char what[64];
+  snprintf(what, sizeof what, "control step (to rank %d, from rank %d)", to, from);
+  return guarded(what, [&] {
     const uint64_t slot = gloo::Slot::build(0x43, 0);  // the control schedule's own slot
     std::unique_ptr<gloo::transport::UnboundBuffer> s, r;
     if (from >= 0) {
