@@ -39,13 +39,6 @@ static dist_status cuda_backend(dist__group *g, const dist__backend **out) {
 }
 #endif
 
-const dist__backend *dist__backend_host(const dist__group *g) {
-#ifdef HAVE_GLOO
-  if (g && g->gloo) return &dist__backend_gloo;
-#endif
-  return &dist__backend_mpi;
-}
-
 dist_status dist__backend_for(dist_memory mem, dist__group *g, const dist__backend **out) {
   if (mem == DIST_MEM_HOST) {
     *out = dist__backend_host(g);
