@@ -80,21 +80,10 @@ static void check_mpi(const bench *b, int rc, const char *what) {
   if (rc != MPI_SUCCESS) fail(b, what, "MPI error");
 }
 
-/* Elements rank `src` sends to rank `dst` out of its `count`: weights 1..n
- * rotated by rank, so no split is even and every rank's differs; the last
- * destination takes the rounding remainder. Every rank receives about count. */
-static int64_t a2a_share(int64_t count, int n, int src, int dst) {
-  int64_t weights = (int64_t)n * (n + 1) / 2;
-  if (dst < n - 1) return count * (1 + (src + dst) % n) / weights;
-  int64_t rest = count;
-  for (int d = 0; d < n - 1; d++) rest -= a2a_share(count, n, src, d);
-  return rest;
-}
-
 /* Offset in rank src's send buffer of its chunk for rank dst. */
 static int64_t a2a_offset(int64_t count, int n, int src, int dst) {
   int64_t off = 0;
-  for (int d = 0; d < dst; d++) off += a2a_share(count, n, src, d);
+  for (int d = 0; d < dst; d++) off += bench_a2a_share(count, n, src, d);
   return off;
 }
 
@@ -104,8 +93,8 @@ static void set_size(bench *b, long long bytes) {
   b->count = bytes / (int64_t)sizeof(float);
   b->recv_total = 0;
   for (int r = 0; r < n; r++) {
-    b->send_sizes[r] = a2a_share(b->count, n, b->rank, r);
-    b->recv_sizes[r] = a2a_share(b->count, n, r, b->rank);
+    b->send_sizes[r] = bench_a2a_share(b->count, n, b->rank, r);
+    b->recv_sizes[r] = bench_a2a_share(b->count, n, r, b->rank);
     b->send_counts[r] = (int)b->send_sizes[r];
     b->recv_counts[r] = (int)b->recv_sizes[r];
     b->send_displs[r] = r ? b->send_displs[r - 1] + b->send_counts[r - 1] : 0;
