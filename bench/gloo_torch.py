@@ -1,7 +1,7 @@
 """bench/gloo_torch.py: torch.distributed's Gloo all-reduce, timed as bench/gloo
 times distmgr's: the same sizes, ~20 ms blocks, the median over rounds of the
 slowest rank's time per call. Prints "init_s T" and "OP BYTES US" lines. Run
-under torchrun by bench/gloo.sh (torch 1.13 has no Gloo all-to-all-v).
+under torchrun by bench/collectives (torch 1.13 has no Gloo all-to-all-v).
 
 --init-only (bench/init): start-up alone, the same work as bench/init's
 distmgr worker: init_process_group("gloo") plus the groups of its tree
