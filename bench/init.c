@@ -17,8 +17,6 @@
  * they are skipped, saying so, in a build without Gloo or without torch.
  *
  * Usage: bench/init [--ranks 2,4] [--reps 9]      (LAUNCHER as for make check) */
-#include "config.h" /* HAVE_GLOO */
-
 #include "bench_util.h"
 #include <distmgr.h>
 #include <distmgr/mpi.h>
