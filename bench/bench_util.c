@@ -1,6 +1,6 @@
 /* bench/bench_util: the clock, statistics, alternating blocks and `ratio:`
  * line that the bench programs share (see bench_util.h). */
-#include "config.h" /* DIST_DEFAULT_LAUNCHER */
+#include "config.h" /* DIST_DEFAULT_LAUNCHER, HAVE_GLOO */
 
 #include "bench_util.h"
 
@@ -89,4 +89,28 @@ int bench_self(char *buf, size_t cap) {
   if (n <= 0 || (size_t)n >= cap - 1) return -1;
   buf[n] = 0;
   return 0;
+}
+
+int bench_torchrun(const char *srcdir, char *buf, size_t cap) {
+#ifdef HAVE_GLOO
+  if (system(BENCH_PYTHON " -c 'import torch.distributed.run' >/dev/null 2>&1") != 0) {
+    snprintf(buf, cap, BENCH_PYTHON " cannot import torch (torchrun is torch's; Debian: apt-get install python3-torch)");
+    return -1;
+  }
+  int n = snprintf(buf, cap, "sh %s/tests/torchrun-launch.sh", srcdir);
+  if (n < 0 || (size_t)n >= cap) return snprintf(buf, cap, "source path too long"), -1;
+  return 0;
+#else
+  (void)srcdir;
+  snprintf(buf, cap, "this build has no Gloo (configure found no libgloo-dev)");
+  return -1;
+#endif
+}
+
+int64_t bench_a2a_share(int64_t count, int n, int src, int dst) {
+  int64_t weights = (int64_t)n * (n + 1) / 2;
+  if (dst < n - 1) return count * (1 + (src + dst) % n) / weights;
+  int64_t rest = count;
+  for (int d = 0; d < n - 1; d++) rest -= bench_a2a_share(count, n, src, d);
+  return rest;
 }

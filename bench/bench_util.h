@@ -9,6 +9,8 @@
  *   bench_ratio           the `ratio:` line that scripts and bench/RESULTS.md read
  *   bench_launcher, bench_self
  *                         what a driver needs to start its workers
+ *   bench_torchrun        the launcher of the legs without MPI (Gloo, torch)
+ *   bench_a2a_share       the uneven all-to-all-v split the benches share
  *
  * The bench programs are built with the MPI compiler wrapper (configure sets
  * CC to mpicc), so this header may name MPI types. Nothing here is part of
@@ -18,6 +20,7 @@
 
 #include <mpi.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 /* Seconds on CLOCK_MONOTONIC: every process on a node reads the same clock,
@@ -66,5 +69,22 @@ const char *bench_launcher(void);
  * wrapper re-execs: the one to launch); 0 on success, -1 if it cannot be
  * read or does not fit. Local. */
 int bench_self(char *buf, size_t cap);
+
+/* The Python that runs torch and torchrun (Debian's python3-torch; the one
+ * tests/torchrun-launch.sh uses). */
+#define BENCH_PYTHON "/usr/bin/python3"
+
+/* The command that starts N processes under torchrun without MPI, to which
+ * "N PROG ARGS" are appended: "sh SRCDIR/tests/torchrun-launch.sh" (a free
+ * port per job, DIST_HOST_ENGINE=gloo), into buf; 0. Or -1 with buf saying
+ * why the Gloo and torch legs cannot run: a build without Gloo, or no torch
+ * for BENCH_PYTHON (torchrun is torch's). Local; runs BENCH_PYTHON once. */
+int bench_torchrun(const char *srcdir, char *buf, size_t cap);
+
+/* Elements rank src sends to rank dst out of its count, for an all-to-all-v
+ * over n ranks: weights 1..n rotated by rank, so no split is even and every
+ * rank's differs; the last destination takes the rounding remainder. Every
+ * rank receives about count. Local. */
+int64_t bench_a2a_share(int64_t count, int n, int src, int dst);
 
 #endif

@@ -16,9 +16,17 @@
  * alike. A block's time is the slowest rank's; the times shown are each
  * side's median over rounds, the ratio the median of the per-round ratios.
  *
+ * The Gloo leg, after those two launches at each rank count: bench/gloo
+ * (distmgr without MPI, the public API only) and bench/gloo_torch.py
+ * (torch.distributed's Gloo all-reduce) under torchrun, one launch each, over
+ * the same sizes; its rows set them beside the direct MPI times of the
+ * DIST_VERIFY=1 launch (MPI's do not depend on it; bench/gloo runs with the
+ * default, 1). Skipped, saying so, in a build without Gloo or without torch.
+ *
  * Usage: bench/collectives [--ranks 2,4] [--min-bytes 4096] [--max-bytes 67108864]
  *                          [--rounds 5] [--quick]          (LAUNCHER as for make check)
- * --quick (the CI smoke run): sizes up to 1 MiB and 3 rounds.
+ * --quick (the CI smoke run): sizes up to 1 MiB and 3 rounds; the Gloo leg
+ * only at the first two sizes from 64 KiB (each launch imports torch).
  * Exits non-zero only on errors (a failed call, a wrong result), never on a
  * missed target: those are reported in the `ratio:` lines. */
 #include "bench_util.h"
@@ -35,6 +43,14 @@
 #define TARGET_NOTE "target <= 1.05"
 #define BLOCK_SECONDS 0.02 /* long enough for the clock and scheduler noise */
 #define MAX_ROUNDS 50
+#define MAX_SIZES 16 /* 4 B to 1 GiB, x4 */
+
+#ifndef SRCDIR
+#define SRCDIR "."
+#endif
+#ifndef BUILDDIR
+#define BUILDDIR "."
+#endif
 
 typedef struct options {
   const char *ranks;
@@ -80,21 +96,10 @@ static void check_mpi(const bench *b, int rc, const char *what) {
   if (rc != MPI_SUCCESS) fail(b, what, "MPI error");
 }
 
-/* Elements rank `src` sends to rank `dst` out of its `count`: weights 1..n
- * rotated by rank, so no split is even and every rank's differs; the last
- * destination takes the rounding remainder. Every rank receives about count. */
-static int64_t a2a_share(int64_t count, int n, int src, int dst) {
-  int64_t weights = (int64_t)n * (n + 1) / 2;
-  if (dst < n - 1) return count * (1 + (src + dst) % n) / weights;
-  int64_t rest = count;
-  for (int d = 0; d < n - 1; d++) rest -= a2a_share(count, n, src, d);
-  return rest;
-}
-
 /* Offset in rank src's send buffer of its chunk for rank dst. */
 static int64_t a2a_offset(int64_t count, int n, int src, int dst) {
   int64_t off = 0;
-  for (int d = 0; d < dst; d++) off += a2a_share(count, n, src, d);
+  for (int d = 0; d < dst; d++) off += bench_a2a_share(count, n, src, d);
   return off;
 }
 
@@ -104,8 +109,8 @@ static void set_size(bench *b, long long bytes) {
   b->count = bytes / (int64_t)sizeof(float);
   b->recv_total = 0;
   for (int r = 0; r < n; r++) {
-    b->send_sizes[r] = a2a_share(b->count, n, b->rank, r);
-    b->recv_sizes[r] = a2a_share(b->count, n, r, b->rank);
+    b->send_sizes[r] = bench_a2a_share(b->count, n, b->rank, r);
+    b->recv_sizes[r] = bench_a2a_share(b->count, n, r, b->rank);
     b->send_counts[r] = (int)b->send_sizes[r];
     b->recv_counts[r] = (int)b->recv_sizes[r];
     b->send_displs[r] = r ? b->send_displs[r - 1] + b->send_counts[r - 1] : 0;
@@ -284,9 +289,26 @@ typedef struct worst_line {
   double ratio;
 } worst_line;
 
-/* Launch one worker run, pass its table through, collect its "worst" lines. */
+/* Microseconds per call by op and size index (bytes = min_bytes * 4^k); 0: not measured. */
+typedef double us_table[OP_COUNT][MAX_SIZES];
+
+static int op_index(const char *name) {
+  for (int op = 0; op < OP_COUNT; op++)
+    if (strcmp(name, op_names[op]) == 0) return op;
+  return -1;
+}
+
+static int size_index(const options *o, long long bytes) {
+  int k = 0;
+  for (long long b = o->min_bytes; b <= o->max_bytes && k < MAX_SIZES; b *= 4, k++)
+    if (b == bytes) return k;
+  return -1;
+}
+
+/* Launch one worker run, pass its table through, collect its "worst" lines
+ * and, from the DIST_VERIFY=1 run, its direct MPI times (for the Gloo leg). */
 static int launch(const char *self, const char *launcher, int np, const options *o, worst_line *w, int *nw,
-                  int max_w) {
+                  int max_w, us_table mpi_us) {
   char cmd[8192], line[512];
   int limit = o->quick ? 120 : 1800; /* a hang must end the run, not stall CI */
   int len = snprintf(cmd, sizeof cmd,
@@ -298,12 +320,19 @@ static int launch(const char *self, const char *launcher, int np, const options 
   if (!p) return -1;
   while (fgets(line, sizeof line, p)) {
     worst_line x;
+    long long bytes;
+    double us;
+    int op, k;
     if (sscanf(line, "worst %31s np=%d verify=%d %lf", x.op, &x.np, &x.verify, &x.ratio) == 4) {
       if (*nw < max_w) w[(*nw)++] = x;
-    } else {
-      fputs(line, stdout);
-      fflush(stdout);
+      continue;
     }
+    /* a table row as bench_op prints it: op np verify bytes MPI_us ... */
+    if (sscanf(line, "%31s %d %d %lld %lf", x.op, &x.np, &x.verify, &bytes, &us) == 5 && x.verify == 1 &&
+        (op = op_index(x.op)) >= 0 && (k = size_index(o, bytes)) >= 0)
+      mpi_us[op][k] = us;
+    fputs(line, stdout);
+    fflush(stdout);
   }
   return pclose(p) == 0 ? 0 : -1;
 }
@@ -348,6 +377,92 @@ static void print_ratios(const worst_line *w, int nw) {
                 w[i].verify, TARGET_FROM_BYTES / KIB);
 }
 
+/* ---- the Gloo leg ---------------------------------------------------------- */
+
+/* The worst ratios from TARGET_FROM_BYTES up at one rank count; 0: none measured. */
+typedef struct gloo_worst {
+  int np;
+  double vs_mpi[OP_COUNT], ar_vs_torch;
+} gloo_worst;
+
+/* Run cmd under torchrun; fill t from its "OP BYTES US" lines, the rest to stderr. */
+static int run_timed(const char *cmd, const options *o, int limit, us_table t) {
+  char full[8400], line[512], name[32];
+  long long bytes;
+  double us;
+  int op, k;
+  snprintf(full, sizeof full, "timeout -k 5 %d %s 2>&1", limit, cmd);
+  FILE *p = popen(full, "r");
+  if (!p) return -1;
+  while (fgets(line, sizeof line, p))
+    if (sscanf(line, "%31s %lld %lf", name, &bytes, &us) == 3 && (op = op_index(name)) >= 0 &&
+        (k = size_index(o, bytes)) >= 0)
+      t[op][k] = us;
+    else if (strncmp(line, "engine ", 7) != 0 && strncmp(line, "init_s ", 7) != 0)
+      fputs(line, stderr);
+  return pclose(p) == 0 ? 0 : -1;
+}
+
+static void cell(char *buf, size_t cap, const char *fmt, double v) {
+  if (v > 0) snprintf(buf, cap, fmt, v);
+  else snprintf(buf, cap, "-");
+}
+
+/* bench/gloo and torch's all-reduce under torchrun at np ranks, over the sizes
+ * from gmin to gmax (on the MPI run's grid); rows beside mpi_us, worst ratios into gw. */
+static int gloo_leg(const char *torchrun, int np, const options *o, const us_table mpi_us, gloo_worst *gw) {
+  long long gmin = o->min_bytes, gmax = o->max_bytes;
+  if (o->quick) { /* each launch costs seconds of torchrun and torch imports: few sizes */
+    while (gmin < TARGET_FROM_BYTES && gmin * 4 <= gmax) gmin *= 4;
+    if (gmax > gmin * 4) gmax = gmin * 4;
+  }
+  int limit = o->quick ? 120 : 1800;
+  char args[128], cmd[8192];
+  us_table gloo = {{0}}, torch = {{0}};
+  snprintf(args, sizeof args, "--min-bytes %lld --max-bytes %lld --rounds %d", gmin, gmax, o->rounds);
+  snprintf(cmd, sizeof cmd, "%s %d %s/bench/gloo %s", torchrun, np, BUILDDIR, args);
+  if (run_timed(cmd, o, limit, gloo)) return fprintf(stderr, "bench/collectives: bench/gloo at %d ranks failed\n", np), -1;
+  snprintf(cmd, sizeof cmd, "%s %d %s %s/bench/gloo_torch.py %s", torchrun, np, BENCH_PYTHON, SRCDIR, args);
+  if (run_timed(cmd, o, limit, torch))
+    return fprintf(stderr, "bench/collectives: bench/gloo_torch.py at %d ranks failed\n", np), -1;
+
+  *gw = (gloo_worst){np, {0, 0}, 0};
+  printf("%-13s %3s %6s %10s %12s %12s %12s %9s %10s\n", "gloo leg", "np", "", "bytes", "MPI_us", "dist_gloo_us",
+         "torch_us", "gloo/MPI", "gloo/torch");
+  for (int op = 0; op < OP_COUNT; op++)
+    for (long long bytes = gmin; bytes <= gmax; bytes *= 4) {
+      int k = size_index(o, bytes);
+      double g = k >= 0 ? gloo[op][k] : 0, m = k >= 0 ? mpi_us[op][k] : 0, t = k >= 0 ? torch[op][k] : 0;
+      if (g <= 0) continue;
+      double vs_mpi = m > 0 ? g / m : 0, vs_torch = t > 0 ? g / t : 0;
+      if (bytes >= TARGET_FROM_BYTES) {
+        if (vs_mpi > gw->vs_mpi[op]) gw->vs_mpi[op] = vs_mpi;
+        if (vs_torch > gw->ar_vs_torch) gw->ar_vs_torch = vs_torch;
+      }
+      char c_mpi[32], c_torch[32], r_mpi[32], r_torch[32];
+      cell(c_mpi, sizeof c_mpi, "%.1f", m), cell(c_torch, sizeof c_torch, "%.1f", t);
+      cell(r_mpi, sizeof r_mpi, "%.3f", vs_mpi), cell(r_torch, sizeof r_torch, "%.3f", vs_torch);
+      printf("%-13s %3d %6s %10lld %12s %12.1f %12s %9s %10s\n", op_names[op], np, "", bytes, c_mpi, g, c_torch, r_mpi,
+             r_torch);
+    }
+  fflush(stdout);
+  return 0;
+}
+
+static void print_gloo_ratios(const gloo_worst *gw, int n) {
+  for (int i = 0; i < n; i++) {
+    for (int op = 0; op < OP_COUNT; op++)
+      if (gw[i].vs_mpi[op] > 0)
+        bench_ratio(stdout, gw[i].vs_mpi[op], "no target: MPI's shared memory against Gloo's TCP loopback",
+                    "gloo %s distmgr-on-Gloo/MPI np=%d worst >=%lldKiB", op_names[op], gw[i].np,
+                    TARGET_FROM_BYTES / KIB);
+    if (gw[i].ar_vs_torch > 0)
+      bench_ratio(stdout, gw[i].ar_vs_torch, "target <= 1.0",
+                  "gloo all_reduce distmgr-on-Gloo/torch-on-Gloo np=%d worst >=%lldKiB", gw[i].np,
+                  TARGET_FROM_BYTES / KIB);
+  }
+}
+
 int main(int argc, char **argv) {
   options o = {"2,4", 4 * KIB, 64 * MIB, 5, 0, 1};
   int mode = parse(argc, argv, &o);
@@ -355,26 +470,38 @@ int main(int argc, char **argv) {
   if (mode == 1) return worker(&o);
 
   const char *launcher = bench_launcher();
-  char self[4096];
+  char self[4096], torchrun[4200];
   if (bench_self(self, sizeof self)) return fprintf(stderr, "bench/collectives: cannot find own path\n"), 1;
+  int gloo = bench_torchrun(SRCDIR, torchrun, sizeof torchrun) == 0;
 
   printf("bench/collectives: f32, bytes per rank; %d rounds of alternating MPI/distmgr blocks, slowest rank;\n"
          "times: median per side; ratio: median of distmgr/MPI over adjacent blocks\n"
          "(launcher: %s N; busbw as nccl-tests; verify = DIST_VERIFY)\n",
          o.rounds, launcher);
+  if (gloo)
+    printf("gloo leg: bench/gloo (distmgr on Gloo) and bench/gloo_torch.py (torch.distributed gloo) under %s N,\n"
+           "each the median of its own blocks; MPI_us: the direct MPI time above (verify 1)\n",
+           torchrun);
+  else
+    printf("skipped: the gloo leg (distmgr on Gloo, torch.distributed gloo): %s\n", torchrun);
   printf("%-13s %3s %6s %10s %12s %12s %9s %9s %7s\n", "op", "np", "verify", "bytes", "MPI_us", "distmgr_us",
          "MPI_GB/s", "dist_GB/s", "ratio");
   worst_line w[64];
-  int nw = 0;
+  gloo_worst gw[16];
+  int nw = 0, ngw = 0;
   char list[128];
   snprintf(list, sizeof list, "%s", o.ranks);
   for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
     int np = atoi(tok);
+    us_table mpi_us = {{0}};
     if (np < 1) return fprintf(stderr, "bench/collectives: bad rank count '%s'\n", tok), 2;
     for (o.verify = 1; o.verify >= 0; o.verify--)
-      if (launch(self, launcher, np, &o, w, &nw, 64))
+      if (launch(self, launcher, np, &o, w, &nw, 64, mpi_us))
         return fprintf(stderr, "bench/collectives: the launch at %d ranks, DIST_VERIFY=%d failed\n", np, o.verify), 1;
+    o.verify = 1;
+    if (gloo && ngw < 16 && gloo_leg(torchrun, np, &o, mpi_us, &gw[ngw++])) return 1;
   }
   print_ratios(w, nw); /* a missed target is reported here, not as a failure */
+  print_gloo_ratios(gw, ngw);
   return 0;
 }

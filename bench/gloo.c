@@ -1,15 +1,17 @@
 /* bench/gloo: distmgr's host collectives on whichever engine the launch
- * gives (DIST_HOST_ENGINE=gloo under torchrun, MPI under mpirun), through the
- * public API, for bench/gloo.sh to set side by side with torch.distributed's
- * Gloo (bench/gloo_torch.py) and with distmgr on MPI.
+ * gives (Gloo under torchrun, DIST_HOST_ENGINE=gloo; MPI under mpirun),
+ * through the public API only. bench/collectives runs it under torchrun for
+ * its Gloo leg, beside MPI and torch.distributed's Gloo (bench/gloo_torch.py);
+ * by hand: `sh tests/torchrun-launch.sh 2 bench/gloo`.
  *
  *   bench/gloo [--min-bytes N] [--max-bytes N] [--rounds R]
  *
  * Prints "engine NAME", "init_s T" (dist_manager_initialize, slowest rank)
  * and one line per op and size: "OP BYTES US" (microseconds per call, the
  * median over R blocks of about 20 ms of the slowest rank's time). Sizes are
- * per rank (all-to-all-v: sent per rank, split unevenly). The slowest rank's
- * time comes from a distmgr all-reduce, so no MPI call is made here. */
+ * per rank, N, 4N, ... as bench/collectives'; all-to-all-v splits them
+ * unevenly as it does (bench_a2a_share). The slowest rank's time comes from a
+ * distmgr all-reduce, so no MPI call is made here. */
 #include <distmgr.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,17 +88,11 @@ int main(int argc, char **argv) {
     op ar = {"all_reduce", dist_tensor_host(a, DIST_F32, 1, &n), {0}, {0}, {0}};
     double us = time_op(&ar, rounds);
     if (!rank) printf("all_reduce %ld %.2f\n", bytes, us);
-    /* all-to-all-v: rank r sends rows to d in proportion to (r + d) % 3 + 1 */
+    /* all-to-all-v: bench/collectives' uneven split, so its MPI times compare */
     op av = {"all_to_all_v", {0}, {0}, {0}, {0}};
-    int64_t st = 0, rt = 0, w = 0;
-    for (int d = 0; d < size; d++) w += (rank + d) % 3 + 1;
-    for (int d = 0; d < size; d++) av.send[d] = n * ((rank + d) % 3 + 1) / w, st += av.send[d];
-    /* what rank s sends me, by the same rule on s */
-    for (int s = 0; s < size; s++) {
-      int64_t ws = 0;
-      for (int d = 0; d < size; d++) ws += (s + d) % 3 + 1;
-      av.recv[s] = n * ((s + rank) % 3 + 1) / ws, rt += av.recv[s];
-    }
+    int64_t st = 0, rt = 0;
+    for (int d = 0; d < size; d++) av.send[d] = bench_a2a_share(n, size, rank, d), st += av.send[d];
+    for (int s = 0; s < size; s++) av.recv[s] = bench_a2a_share(n, size, s, rank), rt += av.recv[s];
     av.a = dist_tensor_host(a, DIST_F32, 1, &st);
     av.b = dist_tensor_host(b, DIST_F32, 1, &rt);
     us = time_op(&av, rounds);
