@@ -27,8 +27,9 @@
  *
  * Every collective function ends with one agreement (agree.c, distmgr's own
  * collectives, either engine): an all-reduce (MINLOC) of the local statuses;
- * if any rank failed, the lowest failing rank's message is broadcast, so all ranks return the same status with the same text and a
- * failure on some ranks never leaves the others waiting in a later call.
+ * if any rank failed, the lowest failing rank's message is broadcast, so all
+ * ranks return the same status with the same text and a failure on some
+ * ranks never leaves the others waiting in a later call.
  * Failures that are the same on every rank by construction (a NULL handle, a
  * write after an agreed I/O error) return at once without communicating. */
 #include "flowdata.h"
@@ -478,9 +479,9 @@ dist_status flowdata_set_stats(flowdata *f, double mean, double std, double delt
   return DIST_SUCCESS;
 }
 
-/* Rank 0, serial HDF5, after every rank closed its file for the fields: /time and the
- * statistics (in place: both have their space since creation), then check
- * that the file holds all of the fields' bytes. */
+/* Rank 0, serial HDF5, after every rank closed its file for the fields: /time
+ * and the statistics (in place: both have their space since creation), then
+ * check that the file holds all of the fields' bytes. */
 static dist_status finish(flowdata *f) {
   reason_buf b;
   dist_status st = DIST_SUCCESS;
