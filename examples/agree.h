@@ -1,14 +1,15 @@
 /* One outcome for a collective step of the example programs: every rank of
- * comm returns the same status, and on failure the message of the lowest
- * rank with the most negative status becomes everyone's, so each rank can
- * say what went wrong rather than only that something did. */
+ * the group returns the same status, and on failure the message of the
+ * lowest rank with the most negative status becomes everyone's, so each rank
+ * can say what went wrong rather than only that something did. Through
+ * distmgr's own collectives, so it works on either engine (MPI, or Gloo
+ * under torchrun, where no MPI call may be made). */
 #ifndef DISTMGR_EXAMPLES_AGREE_H
 #define DISTMGR_EXAMPLES_AGREE_H
 
-#include <mpi.h>
-
 #include <distmgr.h>
 
-dist_status agree_status(MPI_Comm comm, dist_status st);
+/* Collective over `group` (NULL = the world). */
+dist_status agree_status(const char *group, dist_status st);
 
 #endif

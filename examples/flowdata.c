@@ -1,14 +1,17 @@
-/* The surrogate pipeline's HDF5 dataset (see flowdata.h), on Debian's
- * parallel HDF5 through MPI-IO over the manager's world.
+/* The surrogate pipeline's HDF5 dataset (see flowdata.h) over the manager's
+ * world, on either engine: Debian's parallel HDF5 through MPI-IO when MPI is
+ * in use, serial HDF5 and POSIX I/O without it (Gloo under torchrun). The
+ * engine-specific calls are in flowdata_io.c; the file is the same.
  *
- * Writing. flowdata_create makes the whole file collectively with parallel
- * HDF5 (attributes, /vorticity contiguous and allocated at once, /time) and
- * closes it again: the metadata is complete and the file has its full size
- * before any field is written. The fields then go straight to /vorticity's
- * bytes (its offset from H5Dget_offset; the file type is the native float,
- * so the bytes are the memory's) through MPI-IO, each rank its own rows with
- * MPI_File_write_at; flowdata_close closes the MPI file, lets rank 0 record
- * /time and the statistics with serial HDF5, and renames. The reason for
+ * Writing. flowdata_create makes the whole file (attributes, /vorticity
+ * contiguous and allocated at once, /time) -- collectively with parallel
+ * HDF5, or on rank 0 alone with serial HDF5 -- and closes it again: the
+ * metadata is complete and the file has its full size before any field is
+ * written. The fields then go straight to /vorticity's bytes (its offset from
+ * H5Dget_offset, broadcast from rank 0; the file type is the native float, so
+ * the bytes are the memory's), each rank its own rows with MPI_File_write_at
+ * or pwrite(); flowdata_close syncs and closes, lets rank 0 record /time and
+ * the statistics with serial HDF5, and renames. The reason for
  * bypassing H5Dwrite: with HDF5 1.10.8 and Open MPI 4.1 a failed collective
  * H5Dwrite is not survivable. Under ROMIO the failed write leaves a stale
  * MPI file view, so H5Fclose then writes the superblock at the data's offset,
@@ -19,16 +22,19 @@
  * Plain MPI_File_write_at returns the error under both, and a disk that fills
  * up can only hit these writes, never HDF5's metadata.
  *
- * Reading is parallel HDF5 with independent transfers (H5FD_MPIO_INDEPENDENT).
+ * Reading is parallel HDF5 with independent transfers (H5FD_MPIO_INDEPENDENT),
+ * or without MPI serial HDF5 opening the file read-only on every rank.
  *
- * Every collective function ends with one agreement: an all-reduce (MINLOC)
- * of the local statuses; if any rank failed, the lowest failing rank's message
- * is broadcast, so all ranks return the same status with the same text and a
- * failure on some ranks never leaves the others waiting in a later call.
+ * Every collective function ends with one agreement (agree.c, distmgr's own
+ * collectives, either engine): an all-reduce (MINLOC) of the local statuses;
+ * if any rank failed, the lowest failing rank's message is broadcast, so all
+ * ranks return the same status with the same text and a failure on some
+ * ranks never leaves the others waiting in a later call.
  * Failures that are the same on every rank by construction (a NULL handle, a
  * write after an agreed I/O error) return at once without communicating. */
 #include "flowdata.h"
 #include "agree.h"
+#include "flowdata_io.h"
 
 #include <errno.h>
 #include <hdf5.h>
@@ -42,18 +48,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <distmgr/mpi.h>
-
 #define FORMAT_TAG "distmgr-ns2d-1"
 
 struct flowdata {
   flowdata_meta meta;
   char *path; /* the final name */
   char *part; /* "<path>.part" while writing; NULL for a file opened to read */
-  MPI_Comm comm;
+  fields_io io;
   int rank;
   /* writing */
-  MPI_File fh;
   int64_t data_off, data_end; /* /vorticity's bytes in the file */
   int64_t rows_written;       /* by this rank, in successful writes */
   double *time;               /* from flowdata_set_time, written at close; NULL: /time stays NaN */
@@ -114,11 +117,14 @@ static uint64_t mix(uint64_t h, const void *p, size_t len) {
 }
 
 /* DIST_ERR_MISMATCH on every rank unless every rank passed the same hash. */
-static dist_status same_everywhere(MPI_Comm comm, uint64_t h, const char *path, const char *what) {
-  uint64_t v[2] = {h, ~h}, r[2];
-  if (MPI_Allreduce(v, r, 2, MPI_UINT64_T, MPI_MIN, comm) != MPI_SUCCESS)
-    return fail(DIST_ERR_MPI, path, "MPI_Allreduce comparing the %s failed", what);
-  if (r[0] != h || r[1] != ~h) return fail(DIST_ERR_MISMATCH, path, "the ranks passed different %s", what);
+static dist_status same_everywhere(uint64_t h, const char *path, const char *what) {
+  /* The minimum of h and of ~h (as i64: ~ reverses the order) is a rank's own
+   * on every rank only when all are equal. */
+  int64_t v[2] = {(int64_t)h, (int64_t)~h}, two = 2;
+  dist_tensor t = dist_tensor_host(v, DIST_I64, 1, &two);
+  dist_status st = dist_all_reduce(NULL, &t, DIST_MIN);
+  if (st) return st;
+  if (v[0] != (int64_t)h || v[1] != (int64_t)~h) return fail(DIST_ERR_MISMATCH, path, "the ranks passed different %s", what);
   return DIST_SUCCESS;
 }
 
@@ -178,16 +184,6 @@ static dist_status check_meta(const char *path, const flowdata_meta *m, const ch
 }
 
 /* ---- HDF5 helpers --------------------------------------------------------- */
-
-static hid_t file_access(MPI_Comm comm) {
-  hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-  if (fapl < 0) return fapl;
-  if (H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL) < 0) {
-    H5Pclose(fapl);
-    return -1;
-  }
-  return fapl;
-}
 
 static hid_t mem_type(attr_kind k) {
   switch (k) {
@@ -259,12 +255,11 @@ static void free_handle(flowdata *f) {
   free(f);
 }
 
-static flowdata *new_handle(const char *path, MPI_Comm comm, int writing) {
+static flowdata *new_handle(const char *path, const fields_io *io, int writing) {
   flowdata *f = calloc(1, sizeof *f);
   if (!f) return NULL;
-  f->comm = comm;
-  MPI_Comm_rank(comm, &f->rank);
-  f->fh = MPI_FILE_NULL;
+  f->io = *io;
+  dist_manager_rank(&f->rank);
   f->file = f->vort = f->tset = f->dxpl = -1;
   size_t len = strlen(path);
   f->path = malloc(len + 1);
@@ -297,19 +292,12 @@ static dist_status check_box(const flowdata *f, const char *what, int64_t traj, 
 
 /* ---- writing -------------------------------------------------------------- */
 
-/* Everything but the fields, collectively with parallel HDF5; closes the file. */
-static dist_status create_layout(flowdata *f) {
+/* Everything but the fields in the created file, and close it. Local (serial
+ * HDF5) or collective (parallel HDF5) as the file was created. */
+static dist_status fill_layout(flowdata *f, hid_t file) {
   const flowdata_meta *m = &f->meta;
   reason_buf b;
-  hid_t fapl = file_access(f->comm), file = -1;
   dist_status st = DIST_SUCCESS;
-  if (fapl < 0)
-    st = fail(DIST_ERR_IO, f->part, "MPI-IO file access list: %s", h5_reason(&b));
-  else if ((file = H5Fcreate(f->part, H5F_ACC_TRUNC, H5P_DEFAULT, fapl)) < 0)
-    st = fail(DIST_ERR_IO, f->part, "cannot create the HDF5 file: %s", h5_reason(&b));
-  if (fapl >= 0) H5Pclose(fapl);
-  if ((st = agree_status(f->comm, st))) return st;
-
   if (put_format(file) < 0) st = fail(DIST_ERR_IO, f->part, "writing attribute 'format': %s", h5_reason(&b));
   for (size_t i = 0; !st && i < NATTRS; i++) {
     if (!strcmp(ATTRS[i].name, "mean")) break; /* the statistics follow, written by write_stats */
@@ -341,10 +329,7 @@ static dist_status create_layout(flowdata *f) {
   haddr_t off = e >= 0 ? H5Dget_offset(vort) : HADDR_UNDEF;
   if (!st && e < 0) st = fail(DIST_ERR_IO, f->part, "creating the datasets: %s", h5_reason(&b));
   if (!st && off == HADDR_UNDEF) st = fail(DIST_ERR_INTERNAL, f->part, "/vorticity has no place in the file after creation");
-  if (!st) {
-    f->data_off = (int64_t)off;
-    f->data_end = f->data_off + m->trajectories * m->snapshots * m->n * m->n * (int64_t)sizeof(float);
-  }
+  if (!st) f->data_off = (int64_t)off;
   if (space >= 0) H5Sclose(space);
   if (tspace >= 0) H5Sclose(tspace);
   if (dcpl >= 0) H5Pclose(dcpl);
@@ -352,23 +337,39 @@ static dist_status create_layout(flowdata *f) {
   if (vort >= 0) H5Dclose(vort);
   if (tset >= 0) H5Dclose(tset);
   if (H5Fclose(file) < 0 && !st) st = fail(DIST_ERR_IO, f->part, "closing after creation: %s", h5_reason(&b));
-  return agree_status(f->comm, st);
+  return st;
 }
 
-static void mpi_reason(char *buf, size_t len, int rc, int err) {
-  char text[MPI_MAX_ERROR_STRING] = "";
-  int tl = 0;
-  MPI_Error_string(rc, text, &tl);
-  if (err)
-    snprintf(buf, len, "%s (%s)", text, strerror(err));
-  else
-    snprintf(buf, len, "%s", text);
+/* The file without the fields: every rank with parallel HDF5, rank 0 alone
+ * with serial HDF5 (the others wait in the agreements); then every rank has
+ * /vorticity's place from rank 0. */
+static dist_status create_layout(flowdata *f) {
+  const flowdata_meta *m = &f->meta;
+  reason_buf b;
+  const int creator = fields_io_creates(&f->io, f->rank);
+  hid_t fapl = -1, file = -1;
+  dist_status st = DIST_SUCCESS;
+  if (creator) {
+    if ((fapl = fields_io_file_access(&f->io)) < 0)
+      st = fail(DIST_ERR_IO, f->part, "%sfile access list: %s", f->io.mpi ? "MPI-IO " : "", h5_reason(&b));
+    else if ((file = H5Fcreate(f->part, H5F_ACC_TRUNC, H5P_DEFAULT, fapl)) < 0)
+      st = fail(DIST_ERR_IO, f->part, "cannot create the HDF5 file: %s", h5_reason(&b));
+    if (fapl >= 0) H5Pclose(fapl);
+  }
+  if ((st = agree_status(NULL, st))) return st;
+  if (creator) st = fill_layout(f, file);
+  if ((st = agree_status(NULL, st))) return st;
+  int64_t one = 1;
+  dist_tensor t = dist_tensor_host(&f->data_off, DIST_I64, 1, &one);
+  if ((st = dist_broadcast(NULL, &t, 0))) return st;
+  f->data_end = f->data_off + m->trajectories * m->snapshots * m->n * m->n * (int64_t)sizeof(float);
+  return DIST_SUCCESS;
 }
 
 dist_status flowdata_create(const char *path, const flowdata_meta *meta, flowdata **out) {
   quiet_hdf5();
-  MPI_Comm comm;
-  dist_status st = dist_group_comm(NULL, &comm);
+  fields_io io;
+  dist_status st = fields_io_init(&io);
   if (st) return st;
   if (!path || !meta || !out)
     st = fail(DIST_ERR_INVALID_ARGUMENT, NULL, "create: NULL %s", !path ? "path" : !meta ? "meta" : "output handle");
@@ -376,10 +377,10 @@ dist_status flowdata_create(const char *path, const flowdata_meta *meta, flowdat
     st = fail(DIST_ERR_INVALID_ARGUMENT, NULL, "create: empty path");
   else
     st = check_meta(path, meta, "", DIST_ERR_INVALID_ARGUMENT);
-  if ((st = agree_status(comm, st))) return st;
-  if ((st = same_everywhere(comm, meta_hash(meta, path), path, "paths or metadata to flowdata_create"))) return st;
+  if ((st = agree_status(NULL, st))) return st;
+  if ((st = same_everywhere(meta_hash(meta, path), path, "paths or metadata to flowdata_create"))) return st;
 
-  flowdata *f = new_handle(path, comm, 1);
+  flowdata *f = new_handle(path, &io, 1);
   st = f ? DIST_SUCCESS : fail(DIST_ERR_NO_MEMORY, path, "create: handle");
   if (f) {
     f->meta = *meta;
@@ -391,20 +392,15 @@ dist_status flowdata_create(const char *path, const flowdata_meta *meta, flowdat
         fclose(fp);
     }
   }
-  if (!(st = agree_status(comm, st))) st = create_layout(f);
+  if (!(st = agree_status(NULL, st))) st = create_layout(f);
   if (!st) {
-    int rc = MPI_File_open(comm, f->part, MPI_MODE_WRONLY, MPI_INFO_NULL, &f->fh);
-    if (rc != MPI_SUCCESS) {
-      char why[MPI_MAX_ERROR_STRING + 64];
-      mpi_reason(why, sizeof why, rc, 0);
-      st = fail(DIST_ERR_IO, f->part, "MPI_File_open for the fields: %s", why);
-      f->fh = MPI_FILE_NULL;
-    }
-    if ((st = agree_status(comm, st)) && f->fh != MPI_FILE_NULL) MPI_File_close(&f->fh);
+    char why[1024];
+    if (fields_io_open(&f->io, f->part, why, sizeof why)) st = fail(DIST_ERR_IO, f->part, "%s", why);
+    if ((st = agree_status(NULL, st))) fields_io_abandon(&f->io);
   }
   if (st) {
     if (f) {
-      MPI_Barrier(comm);
+      dist_barrier(NULL); /* every rank is done with the file */
       if (f->rank == 0) unlink(f->part);
       free_handle(f);
     }
@@ -436,28 +432,11 @@ dist_status flowdata_write(flowdata *f, int64_t traj, int64_t snap, int64_t row0
   st = check_box(f, "write", traj, snap, row0, rows, data);
   const int64_t n = f->meta.n;
   int64_t off = f->data_off + ((traj * f->meta.snapshots + snap) * n + row0) * n * (int64_t)sizeof(float);
-  /* In pieces of at most 2^30 floats (MPI counts are int). */
-  for (int64_t done = 0, total = rows * n; !st && done < total;) {
-    int count = (int)(total - done < (1 << 30) ? total - done : (1 << 30)), got = -1;
-    MPI_Status status;
-    errno = 0;
-    int rc = MPI_File_write_at(f->fh, (MPI_Offset)(off + done * (int64_t)sizeof(float)), data + done, count, MPI_FLOAT,
-                               &status);
-    int err = errno;
-    if (rc == MPI_SUCCESS) MPI_Get_count(&status, MPI_FLOAT, &got);
-    if (rc != MPI_SUCCESS || got != count) {
-      char why[MPI_MAX_ERROR_STRING + 64];
-      if (rc != MPI_SUCCESS)
-        mpi_reason(why, sizeof why, rc, err);
-      else
-        snprintf(why, sizeof why, "%d of %d floats written%s%s%s", got, count, err ? " (" : "", err ? strerror(err) : "",
-                 err ? ")" : ""); /* OMPIO: success, short count */
-      st = fail(DIST_ERR_IO, f->part, "writing trajectory %lld, snapshot %lld, rows [%lld, %lld): %s", (long long)traj,
-                (long long)snap, (long long)row0, (long long)(row0 + rows), why);
-    }
-    done += count;
-  }
-  st = note_failure(f, agree_status(f->comm, st));
+  char why[1024];
+  if (!st && rows > 0 && fields_io_write_at(&f->io, off, data, rows * n, why, sizeof why))
+    st = fail(DIST_ERR_IO, f->part, "writing trajectory %lld, snapshot %lld, rows [%lld, %lld): %s", (long long)traj,
+              (long long)snap, (long long)row0, (long long)(row0 + rows), why);
+  st = note_failure(f, agree_status(NULL, st));
   if (!st) f->rows_written += rows;
   return st;
 }
@@ -472,8 +451,8 @@ dist_status flowdata_set_time(flowdata *f, const double *time) {
       st = fail(DIST_ERR_INVALID_ARGUMENT, f->part, "set_time: time[%lld] = %g is not finite", (long long)i, time[i]);
   double *copy = st ? NULL : malloc(sizeof(double) * (size_t)S);
   if (!st && !copy) st = fail(DIST_ERR_NO_MEMORY, f->part, "set_time: %lld doubles", (long long)S);
-  if (!(st = agree_status(f->comm, st)))
-    st = same_everywhere(f->comm, mix(0xCBF29CE484222325ull, time, sizeof(double) * (size_t)S), f->part,
+  if (!(st = agree_status(NULL, st)))
+    st = same_everywhere(mix(0xCBF29CE484222325ull, time, sizeof(double) * (size_t)S), f->part,
                          "time arrays to flowdata_set_time");
   if (st) {
     free(copy);
@@ -492,17 +471,17 @@ dist_status flowdata_set_stats(flowdata *f, double mean, double std, double delt
     st = fail(DIST_ERR_INVALID_ARGUMENT, f->part,
               "set_stats: mean = %g, std = %g, delta_std = %g (need finite values, std and delta_std >= 0)", mean, std,
               delta_std);
-  if ((st = agree_status(f->comm, st))) return st;
+  if ((st = agree_status(NULL, st))) return st;
   const double v[3] = {mean, std, delta_std};
-  if ((st = same_everywhere(f->comm, mix(0xCBF29CE484222325ull, v, sizeof v), f->part, "statistics to flowdata_set_stats")))
+  if ((st = same_everywhere(mix(0xCBF29CE484222325ull, v, sizeof v), f->part, "statistics to flowdata_set_stats")))
     return st;
   f->meta.mean = mean, f->meta.std = std, f->meta.delta_std = delta_std;
   return DIST_SUCCESS;
 }
 
-/* Rank 0, serial HDF5, after every rank closed its MPI file: /time and the
- * statistics (in place: both have their space since creation), then check
- * that the file holds all of the fields' bytes. */
+/* Rank 0, serial HDF5, after every rank closed its file for the fields: /time
+ * and the statistics (in place: both have their space since creation), then
+ * check that the file holds all of the fields' bytes. */
 static dist_status finish(flowdata *f) {
   reason_buf b;
   dist_status st = DIST_SUCCESS;
@@ -528,24 +507,14 @@ static dist_status finish(flowdata *f) {
 
 static dist_status close_writer(flowdata *f) {
   dist_status st = DIST_SUCCESS;
-  char why[MPI_MAX_ERROR_STRING + 64];
-  errno = 0;
-  int rc = f->failed ? MPI_SUCCESS : MPI_File_sync(f->fh); /* collective: data on disk before the rename */
-  int err = errno;
-  if (rc != MPI_SUCCESS) {
-    mpi_reason(why, sizeof why, rc, err);
-    st = fail(DIST_ERR_IO, f->part, "syncing the fields to disk: %s", why);
-  }
-  rc = MPI_File_close(&f->fh);
-  if (rc != MPI_SUCCESS && !st) {
-    mpi_reason(why, sizeof why, rc, 0);
-    st = fail(DIST_ERR_IO, f->part, "closing the MPI file: %s", why);
-  }
-  st = agree_status(f->comm, st); /* also: every rank has closed the file */
+  char why[1024];
+  /* The data on disk before the rename (not after an agreed write error). */
+  if (fields_io_close(&f->io, !f->failed, why, sizeof why)) st = fail(DIST_ERR_IO, f->part, "%s", why);
+  st = agree_status(NULL, st); /* also: every rank has closed the file */
   if (!st && f->failed) st = dist_set_error(f->failed, "%s", f->failed_msg);
-  int64_t total = 0, want = f->meta.trajectories * f->meta.snapshots * f->meta.n;
-  if (!st && MPI_Allreduce(&f->rows_written, &total, 1, MPI_INT64_T, MPI_SUM, f->comm) != MPI_SUCCESS)
-    st = fail(DIST_ERR_MPI, f->part, "MPI_Allreduce of the rows written failed");
+  int64_t total = f->rows_written, want = f->meta.trajectories * f->meta.snapshots * f->meta.n, one = 1;
+  dist_tensor t = dist_tensor_host(&total, DIST_I64, 1, &one);
+  if (!st) st = dist_all_reduce(NULL, &t, DIST_SUM);
   if (!st && total < want)
     st = fail(DIST_ERR_INVALID_ARGUMENT, f->part,
               "incomplete: %lld of the %lld rows of the fields were written; the file is removed, not published",
@@ -556,7 +525,7 @@ static dist_status close_writer(flowdata *f) {
       st = fail(DIST_ERR_IO, f->path, "renaming '%s' to it: %s", f->part, strerror(errno));
     if (st) unlink(f->part);
   }
-  return agree_status(f->comm, st);
+  return agree_status(NULL, st);
 }
 
 dist_status flowdata_close(flowdata *f) {
@@ -567,7 +536,7 @@ dist_status flowdata_close(flowdata *f) {
     st = close_writer(f);
   } else {
     close_reader(f); /* read-only: nothing to lose; collective as the open was */
-    st = agree_status(f->comm, DIST_SUCCESS);
+    st = agree_status(NULL, DIST_SUCCESS);
   }
   free_handle(f);
   return st;
@@ -710,39 +679,39 @@ static dist_status read_layout(flowdata *f) {
   if ((st = open_dataset(f, "vorticity", 4, dims, &f->vort))) return st;
   if ((st = open_dataset(f, "time", 1, dims + 1, &f->tset))) return st;
   reason_buf b;
-  if ((f->dxpl = H5Pcreate(H5P_DATASET_XFER)) < 0 || H5Pset_dxpl_mpio(f->dxpl, H5FD_MPIO_INDEPENDENT) < 0)
+  if ((f->dxpl = fields_io_read_transfer(&f->io)) < 0)
     return fail(DIST_ERR_IO, f->path, "transfer property list: %s", h5_reason(&b));
   return DIST_SUCCESS;
 }
 
 dist_status flowdata_open(const char *path, flowdata **out) {
   quiet_hdf5();
-  MPI_Comm comm;
-  dist_status st = dist_group_comm(NULL, &comm);
+  fields_io io;
+  dist_status st = fields_io_init(&io);
   if (st) return st;
-  int rank;
-  MPI_Comm_rank(comm, &rank);
+  int rank = 0;
+  dist_manager_rank(&rank);
   if (!path || !out)
     st = fail(DIST_ERR_INVALID_ARGUMENT, NULL, "open: NULL %s", !path ? "path" : "output handle");
   else if (rank == 0)
     st = precheck(path);
-  if ((st = agree_status(comm, st))) return st;
-  if ((st = same_everywhere(comm, mix(0xCBF29CE484222325ull, path, strlen(path)), path, "paths to flowdata_open")))
+  if ((st = agree_status(NULL, st))) return st;
+  if ((st = same_everywhere(mix(0xCBF29CE484222325ull, path, strlen(path)), path, "paths to flowdata_open")))
     return st;
 
-  flowdata *f = new_handle(path, comm, 0);
-  if ((st = agree_status(comm, f ? DIST_SUCCESS : fail(DIST_ERR_NO_MEMORY, path, "open: handle")))) {
+  flowdata *f = new_handle(path, &io, 0);
+  if ((st = agree_status(NULL, f ? DIST_SUCCESS : fail(DIST_ERR_NO_MEMORY, path, "open: handle")))) {
     if (f) free_handle(f);
     return st;
   }
   reason_buf b;
-  hid_t fapl = file_access(comm);
+  hid_t fapl = fields_io_file_access(&io); /* serial HDF5: concurrent read-only opens are fine */
   if (fapl < 0)
-    st = fail(DIST_ERR_IO, path, "MPI-IO file access list: %s", h5_reason(&b));
+    st = fail(DIST_ERR_IO, path, "%sfile access list: %s", io.mpi ? "MPI-IO " : "", h5_reason(&b));
   else if ((f->file = H5Fopen(path, H5F_ACC_RDONLY, fapl)) < 0)
     st = fail(DIST_ERR_CORRUPT, path, "HDF5 cannot open it (truncated or corrupt?): %s", h5_reason(&b));
   if (fapl >= 0) H5Pclose(fapl);
-  if ((st = agree_status(comm, st)) == DIST_SUCCESS) st = agree_status(comm, read_layout(f));
+  if ((st = agree_status(NULL, st)) == DIST_SUCCESS) st = agree_status(NULL, read_layout(f));
   if (st) {
     close_reader(f);
     free_handle(f);

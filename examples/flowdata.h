@@ -1,6 +1,7 @@
 /* The surrogate pipeline's dataset: vorticity trajectories of examples/ns2d
- * in one HDF5 file, written and read in parallel (MPI-IO through Debian's
- * parallel HDF5), each rank its own rows.
+ * in one HDF5 file, written and read in parallel, each rank its own rows:
+ * MPI-IO through Debian's parallel HDF5 when MPI is in use, serial HDF5 and
+ * pwrite() without it (torchrun, Gloo); the same file either way.
  *
  * File layout (h5py: f["vorticity"][traj, snap] is one n x n field):
  *   /vorticity  float32 [trajectories, snapshots, n, n]  (row = x, column = y)

@@ -49,9 +49,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <distmgr.h>
-#include <distmgr/mpi.h>
 
 #include "agree.h"
 #include "cli.h"
@@ -155,7 +155,6 @@ typedef struct sums {
 
 typedef struct run {
   options o;
-  MPI_Comm world;
   int rank, size, ens, nens, srank; /* my ensemble, their count, my rank in the ensemble */
   int64_t steps_interval, steps_burn, rows, row0;
   ns2d *sim;
@@ -197,7 +196,7 @@ static dist_status trajectory(run *r, int64_t traj, int active, double progress[
                             (long long)traj, (long long)snap);
     }
     /* A failure anywhere stops every rank before the collective write. */
-    if ((st = agree_status(r->world, st))) return st;
+    if ((st = agree_status(NULL, st))) return st;
     int64_t rows = active ? r->rows : 0;
     if ((st = flowdata_write(r->file, active ? traj : 0, snap, r->row0, rows, r->cur))) return st;
     if (!active) continue;
@@ -216,12 +215,25 @@ static dist_status trajectory(run *r, int64_t traj, int active, double progress[
   }
   if (active) st = ns2d_diagnostics(r->sim, &progress[1], &z);
   if (r->srank != 0) progress[0] = progress[1] = 0; /* counted once per ensemble */
-  return agree_status(r->world, st);
+  return agree_status(NULL, st);
+}
+
+/* Seconds on a monotonic clock (no MPI_Wtime: MPI is not up under torchrun). */
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* v summed over the world, in place (distmgr's all-reduce: either engine). */
+static dist_status sum_world(double *v, int64_t count) {
+  dist_tensor t = dist_tensor_host(v, DIST_F64, 1, &count);
+  return dist_all_reduce(NULL, &t, DIST_SUM);
 }
 
 static dist_status simulate(run *r, double *elapsed) {
   const options *o = &r->o;
-  double t0 = MPI_Wtime();
+  double t0 = now();
   int sizes[2] = {(int)o->ensembles, r->size / (int)o->ensembles};
   const char *names[2] = {"ensemble", "sim_spatial"};
   dist_status st = dist_group_create_mesh(NULL, 2, sizes, names);
@@ -231,13 +243,13 @@ static dist_status simulate(run *r, double *elapsed) {
   if (st) return st;
   ns2d_config c = NS2D_CONFIG_INIT;
   c.n = o->n, c.nu = o->nu, c.dt = o->dt, c.force_amp = o->force, c.force_k = (int)o->kf, c.group = "sim_spatial";
-  if ((st = agree_status(r->world, ns2d_create(&c, &r->sim)))) return st;
+  if ((st = agree_status(NULL, ns2d_create(&c, &r->sim)))) return st;
   r->rows = ns2d_rows(r->sim), r->row0 = ns2d_row_offset(r->sim);
   size_t cnt = (size_t)((r->rows > 0 ? r->rows : 1) * o->n);
   r->w = malloc(sizeof(double) * cnt);
   r->cur = malloc(sizeof(float) * cnt), r->prev = malloc(sizeof(float) * cnt);
   st = (r->w && r->cur && r->prev) ? DIST_SUCCESS : dist_set_error(DIST_ERR_NO_MEMORY, "field buffers");
-  if ((st = agree_status(r->world, st))) return st;
+  if ((st = agree_status(NULL, st))) return st;
 
   flowdata_meta m;
   memset(&m, 0, sizeof m);
@@ -250,19 +262,18 @@ static dist_status simulate(run *r, double *elapsed) {
 
   const int E = r->nens;
   double *prog = calloc((size_t)(4 * E), sizeof(double));
-  if ((st = agree_status(r->world, prog ? DIST_SUCCESS : dist_set_error(DIST_ERR_NO_MEMORY, "progress")))) return st;
+  if ((st = agree_status(NULL, prog ? DIST_SUCCESS : dist_set_error(DIST_ERR_NO_MEMORY, "progress")))) return st;
   for (int64_t round = 0; !st && round * E < o->trajectories; round++) {
     memset(prog, 0, sizeof(double) * (size_t)(4 * E));
     int64_t traj = round * E + r->ens;
     st = trajectory(r, traj, traj < o->trajectories, prog + 4 * r->ens);
-    if (st) break;
-    MPI_Allreduce(MPI_IN_PLACE, prog, 4 * E, MPI_DOUBLE, MPI_SUM, r->world);
+    if (st || (st = sum_world(prog, 4 * E))) break;
     for (int e = 0; !o->quiet && r->rank == 0 && e < E && round * E + e < o->trajectories; e++) {
       const double *p = prog + 4 * e;
       printf(PROG ": trajectory %lld/%lld (%s, ensemble %d): energy %.4g -> %.4g, change per interval %.1f %%, %.1f s\n",
              (long long)(round * E + e + 1), (long long)o->trajectories,
              round * E + e < o->trajectories - o->held_out ? "train" : "held out", e, p[0], p[1],
-             100 * sqrt(p[2] / (p[3] > 0 ? p[3] : 1)), MPI_Wtime() - t0);
+             100 * sqrt(p[2] / (p[3] > 0 ? p[3] : 1)), now() - t0);
       fflush(stdout);
     }
   }
@@ -270,11 +281,11 @@ static dist_status simulate(run *r, double *elapsed) {
   if (st) return st;
 
   double s[6] = {r->s.v1, r->s.v2, r->s.nv, r->s.d1, r->s.d2, r->s.nd};
-  MPI_Allreduce(MPI_IN_PLACE, s, 6, MPI_DOUBLE, MPI_SUM, r->world);
+  if ((st = sum_world(s, 6))) return st;
   double mean = s[0] / s[2], std = sqrt(fmax(s[1] / s[2] - mean * mean, 0));
   double dmean = s[3] / s[5], dstd = sqrt(fmax(s[4] / s[5] - dmean * dmean, 0));
   double *time = malloc(sizeof(double) * (size_t)o->snapshots);
-  if ((st = agree_status(r->world, time ? DIST_SUCCESS : dist_set_error(DIST_ERR_NO_MEMORY, "time array")))) return st;
+  if ((st = agree_status(NULL, time ? DIST_SUCCESS : dist_set_error(DIST_ERR_NO_MEMORY, "time array")))) return st;
   for (int64_t i = 0; i < o->snapshots; i++) time[i] = (double)i * m.dt_snapshot;
   st = flowdata_set_time(r->file, time);
   free(time);
@@ -282,7 +293,7 @@ static dist_status simulate(run *r, double *elapsed) {
   if (st) return st;
   st = flowdata_close(r->file);
   r->file = NULL;
-  *elapsed = MPI_Wtime() - t0;
+  *elapsed = now() - t0;
   if (!st && r->rank == 0)
     printf(PROG ": wrote %s: %lld trajectories x %lld snapshots of %lldx%lld (%lld train, %lld held out), mean %.4g std "
            "%.4g delta_std %.4g (change per interval %.1f %%), %.1f s\n",
@@ -300,7 +311,6 @@ int main(int argc, char **argv) {
   }
   run r;
   memset(&r, 0, sizeof r);
-  dist_group_comm(NULL, &r.world);
   dist_manager_rank(&r.rank);
   dist_manager_world_size(&r.size);
   int code = 0;

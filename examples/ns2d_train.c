@@ -337,7 +337,10 @@ int main(int argc, char **argv) {
   dist_status st = parse(argc, argv, &s.o);
   if (st) {
     /* Same flags on every rank: each would print the same line; rank 0 is enough. */
-    const char *r = getenv("OMPI_COMM_WORLD_RANK") ? getenv("OMPI_COMM_WORLD_RANK") : getenv("PMI_RANK");
+    /* (before initialize: the launcher's rank; RANK under torchrun) */
+    const char *r = getenv("OMPI_COMM_WORLD_RANK") ? getenv("OMPI_COMM_WORLD_RANK")
+                    : getenv("PMI_RANK")           ? getenv("PMI_RANK")
+                                                   : getenv("RANK");
     if (!r || !strcmp(r, "0")) {
       if (strcmp(dist_last_error(), "help")) fprintf(stderr, "ns2d_train: %s\n", dist_last_error());
       fputs(usage, stderr);

@@ -2,16 +2,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <distmgr/mpi.h>
-
 #include "agree.h"
 #include "surrogate.h"
 
-dist_status surr_agree(dist_status s) {
-  MPI_Comm world;
-  dist_status st = dist_group_comm(NULL, &world);
-  return st ? st : agree_status(world, s);
-}
+dist_status surr_agree(dist_status s) { return agree_status(NULL, s); }
 
 /* x = (omega(t) - mean) / std and target = (omega(t + dt) - omega(t)) /
  * delta_std, computed in double from the stored floats. */

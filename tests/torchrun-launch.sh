@@ -55,8 +55,10 @@ case ${TORCHRUN_LAUNCH_RDZV:-c10d} in
   static) rdzv="--node_rank=0 --master_addr=127.0.0.1 --master_port=$port" ;;
   *) echo "torchrun-launch: TORCHRUN_LAUNCH_RDZV='$TORCHRUN_LAUNCH_RDZV' is neither c10d nor static" >&2; exit 99 ;;
 esac
+# "--": PROG's flags are its own (torchrun's parser would take "--n" for an
+# ambiguous abbreviation of its --nnodes, --nproc_per_node, ... and stop).
 "$py" "$here/slurm/torchrun.py" --nnodes=1 --nproc_per_node="$n" $rdzv --monitor_interval=0.2 \
-  --no_python /bin/sh "$here/torchrun-launch.sh" --worker "$dir" "$@"
+  --no_python -- /bin/sh "$here/torchrun-launch.sh" --worker "$dir" "$@"
 rc=$?
 [ $rc -eq 0 ] && exit 0
 # 77 once some process skipped and every other one either skipped too or was
