@@ -43,6 +43,7 @@ static void release_state(int orderly) {
     if (closed) dist_log(DIST_LOG_WARN, "closing the rendezvous store: %s", dist_last_error());
     dist__engine.rdzv = NULL;
   }
+  dist__stop_store();
 #endif
   DIST_WARN_CALL(MPI_Finalized(&finalized));
   if (dist__engine.world != MPI_COMM_NULL && !finalized) DIST_WARN_CALL(MPI_Comm_free(&dist__engine.world));

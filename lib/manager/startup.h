@@ -22,5 +22,7 @@ dist_status dist__topology_layouts(const int64_t *rows, dist__layout l[4]);
  * names, devices (choose_device, the MPI start-up's), the built-in groups on
  * Gloo. `local`: this rank's outcome so far. Collective through the store. */
 dist_status dist__start_store(dist_status local, dist_status (*choose_device)(int64_t *flags));
+/* Undo what the start-up without MPI changed in the process (SIGPIPE). */
+void dist__stop_store(void);
 
 #endif

@@ -4,6 +4,7 @@
  * exchanges and Gloo for its communicators; the steps are those of the MPI
  * start-up (manager.c): every rank's status and settings in one exchange,
  * nodes from host names, devices, the start-up table, the built-in groups. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,6 +111,32 @@ static dist_status first_exchange(dist_status local, int *leader) {
 
 static const char *const NAMES[4] = {"world", "local", "cross", "self"};
 
+/* Gloo writes to its peers' sockets without MSG_NOSIGNAL: when a peer dies,
+ * the next write raises SIGPIPE, whose default kills this process before
+ * the call can return its error. Python ignores SIGPIPE (so torch's
+ * processes never see this); a C program left at the default gets the same
+ * while distmgr runs without MPI, and it back at finalize. */
+static int sigpipe_ours;
+
+static void ignore_sigpipe(void) {
+  struct sigaction old;
+  if (sigaction(SIGPIPE, NULL, &old) || old.sa_handler != SIG_DFL) return; /* the program chose: keep it */
+  struct sigaction ign;
+  memset(&ign, 0, sizeof ign);
+  ign.sa_handler = SIG_IGN;
+  sigpipe_ours = !sigaction(SIGPIPE, &ign, NULL);
+  if (sigpipe_ours) dist_log(DIST_LOG_DEBUG, "SIGPIPE ignored while distmgr runs on Gloo (a dead peer is an error, not a kill)");
+}
+
+void dist__stop_store(void) {
+  if (!sigpipe_ours) return;
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  sigaction(SIGPIPE, &dfl, NULL);
+  sigpipe_ours = 0;
+}
+
 dist_status dist__start_store(dist_status local, dist_status (*choose_device)(int64_t *flags)) {
   dist__manager *m = &dist__state;
   const dist_launch *l = &m->launch;
@@ -117,6 +144,7 @@ dist_status dist__start_store(dist_status local, dist_status (*choose_device)(in
   dist__groups.size = l->size;
   dist__engine.gloo_timeout = dist__engine.timeout > 0 ? dist__engine.timeout : GLOO_DEFAULT_TIMEOUT;
   dist__engine.nb_allreduce_min = SIZE_MAX; /* an MPI switch; Gloo's calls all block */
+  ignore_sigpipe();
   /* Without the store there is nobody to agree with: each rank fails on its own, in time. */
   DIST_CHECK(dist__rdzv_open(l, (const char *const *)environ, dist__engine.gloo_timeout, &dist__engine.rdzv));
   int leader = -1;
