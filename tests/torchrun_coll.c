@@ -105,6 +105,7 @@ int main(void) {
     dist_tensor tx = dist_tensor_host(&x, DIST_F32, 1, &one);
     dist_status s = dist_all_reduce(NULL, &tx, DIST_SUM);
     printf("torchrun_coll: rank %d: after the last rank died: %s\n", rank, s ? dist_last_error() : "no error");
+    fflush(stdout); /* before exit: a sanitizer's exit-time report may end the process without flushing */
     return s ? 2 : 0;
   }
   /* torchrun's node layout (one node per agent); the bare launcher's: one host. */
