@@ -170,11 +170,8 @@ void complex_product(void *c, const void *a, const void *b, size_t n) {
 template <typename T>
 void allreduce_with(dist__gloo *g, void *buf, size_t n, ReduceFn fn) {
   gloo::AllreduceOptions o(g->ctx);
-  // A power of 2 above 2: bcube (recursive halving, then doubling) moves the
-  // ring's bytes in 2 log2(P) steps instead of 2 (P - 1); each step costs a
-  // wake-up of the receiving process, which dominates on oversubscribed cores.
-  int P = g->ctx->size;
-  if (P > 2 && (P & (P - 1)) == 0) o.setAlgorithm(gloo::AllreduceOptions::Algorithm::BCUBE);
+  // Gloo's ring (its default, as torch's): its bcube took 1.0-1.4x the ring's
+  // time at 4 ranks from 64 KiB here (bench/RESULTS.md, the Gloo path).
   o.setOutput(static_cast<T *>(buf), n);
   o.setReduceFunction(fn);
   o.setTag(g->tag++);
