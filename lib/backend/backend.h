@@ -79,6 +79,8 @@ extern const dist__backend dist__backend_mpi;
 /* The host-memory backend of group g: Gloo's when g has a Gloo context
  * (launches without MPI), else MPI's. */
 const dist__backend *dist__backend_host(const dist__group *g);
+/* The job's host engine's backend (every group of a job has the same one). */
+const dist__backend *dist__backend_host_engine(void);
 #ifdef HAVE_GLOO
 extern const dist__backend dist__backend_gloo; /* host memory without MPI (torchrun) */
 #endif
@@ -130,9 +132,9 @@ dist_status dist__group_copy_private(const char *name, const dist__group *of, di
 void dist__group_private_free(dist__group *g);
 void dist__group_private_clear(dist__group *g); /* none yet: freeing it does nothing */
 
-/* MPI broadcast that naps between tests while it waits: the ranks that only
- * receive leave the cores to the sender and the network stack (DASO's node
- * broadcasts, which last as long as a global sync). */
-dist_status dist__mpi_broadcast_napping(dist__group *g, void *buf, size_t count, dist_dtype dtype, int root);
+/* A host broadcast whose waiting ranks leave the cores to the sender and the
+ * network stack (DASO's node broadcasts, which last as long as a global
+ * sync): on MPI it naps between tests; Gloo's waits sleep by themselves. */
+dist_status dist__broadcast_napping(dist__group *g, void *buf, size_t count, dist_dtype dtype, int root);
 
 #endif

@@ -9,3 +9,10 @@ const dist__backend *dist__backend_host(const dist__group *g) {
 #endif
   return &dist__backend_mpi;
 }
+
+const dist__backend *dist__backend_host_engine(void) {
+#ifdef HAVE_GLOO
+  if (dist__engine.rdzv) return &dist__backend_gloo;
+#endif
+  return &dist__backend_mpi;
+}

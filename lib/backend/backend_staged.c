@@ -11,13 +11,6 @@
 #include "core/fault.h"
 #include "mem/memops.h"
 
-/* Every group of a job has the same host engine. */
-static const dist__backend *host(void) {
-#ifdef HAVE_GLOO
-  if (dist__engine.rdzv) return &dist__backend_gloo;
-#endif
-  return &dist__backend_mpi;
-}
 
 /* A local failure to copy a device buffer to the host, kept until the
  * collective has been posted. */
@@ -51,7 +44,7 @@ static dist_status host_copy(const void *src, size_t bytes, void **out, late *l)
 static void agree_late(dist__group *g, late *l) {
   /* (status, rank) as one word whose minimum is the lowest failed rank's */
   int64_t mine = (int64_t)l->s * ((int64_t)1 << 32) + g->rank, low = 0;
-  dist_status s = host()->all_reduce(g, &mine, &low, 1, DIST_I64, DIST_MIN, NULL);
+  dist_status s = dist__backend_host_engine()->all_reduce(g, &mine, &low, 1, DIST_I64, DIST_MIN, NULL);
   if (l->s) return;
   if (s) {
     l->s = s;
@@ -103,7 +96,7 @@ static dist_status all_reduce(dist__group *g, const void *send, void *recv, size
   late l = {0};
   size_t b = n * dist_dtype_size(t);
   DIST_CHECK(host_copy(send, b, &h, &l));
-  return finish(g, &l, host()->all_reduce(g, h, h, n, t, op, NULL), recv, h, b, h);
+  return finish(g, &l, dist__backend_host_engine()->all_reduce(g, h, h, n, t, op, NULL), recv, h, b, h);
 }
 
 static dist_status broadcast(dist__group *g, void *buf, size_t n, dist_dtype t, int root) {
@@ -111,7 +104,7 @@ static dist_status broadcast(dist__group *g, void *buf, size_t n, dist_dtype t, 
   late l = {0};
   size_t b = n * dist_dtype_size(t);
   DIST_CHECK(host_copy(g->rank == root ? buf : NULL, b, &h, &l));
-  return finish(g, &l, host()->broadcast(g, h, n, t, root), buf, h, b, h);
+  return finish(g, &l, dist__backend_host_engine()->broadcast(g, h, n, t, root), buf, h, b, h);
 }
 
 static dist_status reduce(dist__group *g, const void *send, void *recv, size_t n, dist_dtype t, dist_reduce_op op,
@@ -120,7 +113,7 @@ static dist_status reduce(dist__group *g, const void *send, void *recv, size_t n
   late l = {0};
   size_t b = n * dist_dtype_size(t);
   DIST_CHECK(host_copy(send, b, &h, &l));
-  return finish(g, &l, host()->reduce(g, h, h, n, t, op, root), g->rank == root ? recv : NULL, h, b, h);
+  return finish(g, &l, dist__backend_host_engine()->reduce(g, h, h, n, t, op, root), g->rank == root ? recv : NULL, h, b, h);
 }
 
 static dist_status all_gather_v(dist__group *g, const void *send, void *recv, const size_t *c, const size_t *d,
@@ -131,7 +124,7 @@ static dist_status all_gather_v(dist__group *g, const void *send, void *recv, co
   DIST_CHECK(host_copy(send, c[g->rank] * es, &hs, &l));
   dist_status s = dist__mem_alloc(DIST_MEM_HOST, rb, &hr);
   if (s) return free(hs), s; /* not posted: report the allocation */
-  return finish_ranges(g, &l, host()->all_gather_v(g, hs, hr, c, d, t, NULL), recv, hr, c, d, es, hs);
+  return finish_ranges(g, &l, dist__backend_host_engine()->all_gather_v(g, hs, hr, c, d, t, NULL), recv, hr, c, d, es, hs);
 }
 
 static dist_status reduce_scatter_v(dist__group *g, const void *send, void *recv, const size_t *c, const size_t *d,
@@ -142,7 +135,7 @@ static dist_status reduce_scatter_v(dist__group *g, const void *send, void *recv
   DIST_CHECK(host_copy(send, total(g, c, d) * es, &hs, &l));
   dist_status s = dist__mem_alloc(DIST_MEM_HOST, rb, &hr);
   if (s) return free(hs), s; /* not posted: report the allocation */
-  return finish(g, &l, host()->reduce_scatter_v(g, hs, hr, c, d, t, op), recv, hr, rb, hs);
+  return finish(g, &l, dist__backend_host_engine()->reduce_scatter_v(g, hs, hr, c, d, t, op), recv, hr, rb, hs);
 }
 
 static dist_status gather_v(dist__group *g, const void *send, void *recv, const size_t *c, const size_t *d,
@@ -154,7 +147,7 @@ static dist_status gather_v(dist__group *g, const void *send, void *recv, const 
   DIST_CHECK(host_copy(send, c[me] * es, &hs, &l));
   dist_status s = dist__mem_alloc(DIST_MEM_HOST, rb, &hr);
   if (s) return free(hs), s; /* not posted: report the allocation */
-  return finish_ranges(g, &l, host()->gather_v(g, hs, hr, c, d, t, root), me == root ? recv : NULL, hr, c, d, es, hs);
+  return finish_ranges(g, &l, dist__backend_host_engine()->gather_v(g, hs, hr, c, d, t, root), me == root ? recv : NULL, hr, c, d, es, hs);
 }
 
 static dist_status scatter_v(dist__group *g, const void *send, void *recv, const size_t *c, const size_t *d,
@@ -166,7 +159,7 @@ static dist_status scatter_v(dist__group *g, const void *send, void *recv, const
   DIST_CHECK(host_copy(me == root ? send : NULL, me == root ? total(g, c, d) * es : 0, &hs, &l));
   dist_status s = dist__mem_alloc(DIST_MEM_HOST, rb, &hr);
   if (s) return free(hs), s; /* not posted: report the allocation */
-  return finish(g, &l, host()->scatter_v(g, hs, hr, c, d, t, root), recv, hr, rb, hs);
+  return finish(g, &l, dist__backend_host_engine()->scatter_v(g, hs, hr, c, d, t, root), recv, hr, rb, hs);
 }
 
 static dist_status all_to_all_v(dist__group *g, const void *send, const size_t *sc, const size_t *sd, void *recv,
@@ -177,15 +170,15 @@ static dist_status all_to_all_v(dist__group *g, const void *send, const size_t *
   DIST_CHECK(host_copy(send, total(g, sc, sd) * es, &hs, &l));
   dist_status s = dist__mem_alloc(DIST_MEM_HOST, rb, &hr);
   if (s) return free(hs), s; /* not posted: report the allocation */
-  return finish_ranges(g, &l, host()->all_to_all_v(g, hs, sc, sd, hr, rc, rd, t, NULL), recv, hr, rc, rd, es, hs);
+  return finish_ranges(g, &l, dist__backend_host_engine()->all_to_all_v(g, hs, sc, sd, hr, rc, rd, t, NULL), recv, hr, rc, rd, es, hs);
 }
 
 static dist_status barrier(dist__group *g) {
   DIST_CHECK(dist__mem_sync(DIST_MEM_CUDA));
-  return host()->barrier(g);
+  return dist__backend_host_engine()->barrier(g);
 }
 
-static int can_reduce(dist_dtype t, dist_reduce_op op) { return host()->can_reduce(t, op); }
+static int can_reduce(dist_dtype t, dist_reduce_op op) { return dist__backend_host_engine()->can_reduce(t, op); }
 
 /* Every call above completes before returning. */
 static dist_status wait(dist__pending *p) { return DIST_SUCCESS; }

@@ -6,7 +6,6 @@
 
 #include <chrono>
 #include <complex>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -97,6 +96,13 @@ dist_status guarded(const char *what, F f) {
   }
 }
 
+bool resolves(const char *host) {
+  struct addrinfo *found = nullptr;
+  bool ok = getaddrinfo(host, nullptr, nullptr, &found) == 0;
+  if (found) freeaddrinfo(found);
+  return ok;
+}
+
 }  // namespace
 
 struct dist__gloo {
@@ -118,11 +124,8 @@ dist_status dist__gloo_connect(dist__store_client *store, const char *prefix, in
     const char *iface = getenv("GLOO_SOCKET_IFNAME");
     char host[256] = "", ip[64] = "";
     gethostname(host, sizeof host - 1);
-    struct addrinfo *found = nullptr;
-    bool resolves = getaddrinfo(host, nullptr, nullptr, &found) == 0;
-    if (found) freeaddrinfo(found);
     if (iface && *iface) a.iface = iface;
-    else if (resolves) a.hostname = host;
+    else if (resolves(host)) a.hostname = host;
     // A host name that resolves nowhere (a bare node, a container): this
     // end of the store connection, an address the store's host reaches.
     else if (dist__store_local_addr(store, ip, sizeof ip) == 0) a.hostname = ip;
@@ -252,12 +255,7 @@ dist_status dist__gloo_sum16(dist__gloo *g, void *buf, size_t count, dist_dtype 
   if (t != DIST_BF16 && t != DIST_F16)
     return dist__error(DIST_ERR_INTERNAL, "Gloo 16-bit sum of %s", dist_dtype_name(t));
   return guarded("16-bit sum", [&] {
-    gloo::AllreduceOptions o(g->ctx);
-    o.setOutput(static_cast<uint16_t *>(buf), count);
-    o.setReduceFunction(t == DIST_BF16 ? &sum16<dist__bf16_sum> : &sum16<dist__f16_sum>);
-    o.setTag(g->tag++);
-    o.setTimeout(g->timeout);
-    gloo::allreduce(o);
+    allreduce_with<uint16_t>(g, buf, count, t == DIST_BF16 ? &sum16<dist__bf16_sum> : &sum16<dist__f16_sum>);
   });
 }
 
@@ -356,9 +354,8 @@ dist_status dist__gloo_exchange(dist__gloo *g, const void *send, const size_t *s
 
 dist_status dist__gloo_sendrecv(dist__gloo *g, const void *send, size_t sbytes, int to, void *recv, size_t rbytes,
                                 int from) {
-  char what[64];
-  snprintf(what, sizeof what, "control step (to rank %d, from rank %d)", to, from);
-  return guarded(what, [&] {
+  // The ranks go into the message only on failure: this runs in every verified call.
+  dist_status st = guarded("control step", [&] {
     const uint64_t slot = gloo::Slot::build(0x43, 0);  // the control schedule's own slot
     std::unique_ptr<gloo::transport::UnboundBuffer> s, r;
     if (from >= 0) {
@@ -372,6 +369,9 @@ dist_status dist__gloo_sendrecv(dist__gloo *g, const void *send, size_t sbytes, 
     if (s) s->waitSend(g->timeout);
     if (r) r->waitRecv(g->timeout);
   });
+  if (!st) return st;
+  std::string msg = dist_last_error(); // dist__error writes where dist_last_error reads
+  return dist__error(st, "%s (to rank %d, from rank %d)", msg.c_str(), to, from);
 }
 
 dist_status dist__gloo_barrier(dist__gloo *g) {

@@ -221,12 +221,6 @@ static dist_status finish(dist_daso *d, int blocking, int btw, int *merged) {
  * link does: wait without spinning, so that the sender and the network
  * stack get the cores (bench/daso, 4 ranks on 2 cores: blocking syncs 11 %
  * faster). A 50 us nap is noise against a sync of milliseconds. */
-static dist_status broadcast_napping(dist__group *g, void *buf, size_t count, dist_dtype t, int root) {
-  const dist__backend *be = dist__backend_host(g);
-  /* Gloo's waits already block in the kernel */
-  return be == &dist__backend_mpi ? dist__mpi_broadcast_napping(g, buf, count, t, root) : be->broadcast(g, buf, count, t, root);
-}
-
 /* My copy of the group's agreed parameters from the node's sender, in
  * pieces that fit MPI's int count. */
 static dist_status bcast_ref(dist_daso *d, int sender) {
@@ -249,7 +243,7 @@ dist_status dist__daso_receive(dist_daso *d, int sender, int blocking, int btw) 
   char why[512] = "";
   if (s) snprintf(why, sizeof why, "%s", dist_last_error());
   int32_t st[2] = {(int32_t)s, merged};
-  DIST_CHECK(broadcast_napping(d->local, st, 2, DIST_I32, sender));
+  DIST_CHECK(dist__broadcast_napping(d->local, st, 2, DIST_I32, sender));
   if (st[0]) { /* the sender's reason too (e.g. the NaN), not just the code */
     dist_status bs = dist__backend_host(d->local)->broadcast(d->local, why, sizeof why, DIST_U8, sender);
     if (bs && !s) return bs;
