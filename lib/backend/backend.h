@@ -136,5 +136,6 @@ void dist__group_private_clear(dist__group *g); /* none yet: freeing it does not
  * network stack (DASO's node broadcasts, which last as long as a global
  * sync): on MPI it naps between tests; Gloo's waits sleep by themselves. */
 dist_status dist__broadcast_napping(dist__group *g, void *buf, size_t count, dist_dtype dtype, int root);
+dist_status dist__mpi_broadcast_napping(dist__group *g, void *buf, size_t count, dist_dtype dtype, int root);
 
 #endif

@@ -1,4 +1,5 @@
-/* The host-memory backend of a group: its own file, so that the device
+/* The host-memory backend of a group (and the napping broadcast that picks
+ * its engine by it): its own file, so that the device
  * backends (NCCL's id and barrier, the staged copies) can ask for it without
  * a circle through backend.c, which picks them. */
 #include "backend/backend.h"
@@ -8,6 +9,12 @@ const dist__backend *dist__backend_host(const dist__group *g) {
   if (g && g->gloo) return &dist__backend_gloo;
 #endif
   return &dist__backend_mpi;
+}
+
+dist_status dist__broadcast_napping(dist__group *g, void *buf, size_t count, dist_dtype t, int root) {
+  const dist__backend *host = dist__backend_host(g);
+  if (host != &dist__backend_mpi) return host->broadcast(g, buf, count, t, root); /* Gloo's waits sleep already */
+  return dist__mpi_broadcast_napping(g, buf, count, t, root);
 }
 
 const dist__backend *dist__backend_host_engine(void) {

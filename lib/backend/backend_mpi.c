@@ -212,9 +212,7 @@ static dist_status test(dist__pending *p, int *flag) {
   return done(rc, "MPI_Test");
 }
 
-dist_status dist__broadcast_napping(dist__group *g, void *buf, size_t count, dist_dtype t, int root) {
-  const dist__backend *host = dist__backend_host(g);
-  if (host != &dist__backend_mpi) return host->broadcast(g, buf, count, t, root); /* Gloo's waits sleep already */
+dist_status dist__mpi_broadcast_napping(dist__group *g, void *buf, size_t count, dist_dtype t, int root) {
   int n = 0, finished = 0;
   DIST_CHECK(count_int(count, &n));
   MPI_Request q;
