@@ -299,6 +299,20 @@ static int64_t pattern(int p, int r) {
 
 /* ---- reductions --------------------------------------------------------------- */
 
+/* Every member holds the same bits (DDP's replicas stay identical only so):
+ * the group's rank 0 broadcasts its result, each compares byte for byte. */
+static void expect_same_everywhere(const grp *g, const buf *b, const char *what) {
+  buf first = make_from(b->mem, b->t.dtype, b->t.ndim, b->t.shape);
+  if (CALL_OK(dist_broadcast(g->name, T(&first, 0), 0), "broadcast of rank 0's result")) {
+    buf_fetch(&first);
+    if (memcmp(first.mem, b->mem, b->bytes)) {
+      fprintf(stderr, "%s: rank %d's result differs from rank 0's\n", what, R);
+      CU_FAIL("all-reduce results differ between ranks");
+    }
+  }
+  buf_free(&first);
+}
+
 static void check_all_reduce(const grp *g, dist_dtype dt, dist_reduce_op op, int ndim, const int64_t *shape) {
   uint64_t seed = ++seq;
   char what[160];
@@ -310,6 +324,7 @@ static void check_all_reduce(const grp *g, dist_dtype dt, dist_reduce_op op, int
   for (int k = 0; k < PASSES; k++) ok[k] = CALL_OK(dist_all_reduce(g->name, T(&b, k), op), pass_what(what, k));
   buf_fetch(&b);
   if (ok[0]) EXPECT_CLOSE(dt, b.mem, want, b.n, what);
+  if (ok[0]) expect_same_everywhere(g, &b, what);
   TWIN_CLOSE(&b, ok);
   free(want);
   buf_free(&b);

@@ -109,6 +109,7 @@ struct dist__gloo {
   std::shared_ptr<gloo::rendezvous::Context> ctx;
   std::chrono::milliseconds timeout;
   uint32_t tag = 0;  // a fresh tag per call keeps calls apart
+  std::vector<char> scratch;  // all-reduce's receive buffer, kept between calls
 };
 
 dist_status dist__gloo_connect(dist__store_client *store, const char *prefix, int rank, int size, double timeout,
@@ -170,11 +171,70 @@ void complex_product(void *c, const void *a, const void *b, size_t n) {
   for (size_t i = 0; i < n; i++) z[i] = x[i] * y[i];
 }
 
+// One point-to-point step of a schedule on `slot`: post the receive, then
+// the send, then wait for both (a negative rank, or no bytes: nothing that
+// way; both ends of a pair compute the same sizes).
+void step(dist__gloo *g, uint64_t slot, const void *send, size_t sbytes, int to, void *recv, size_t rbytes, int from) {
+  std::unique_ptr<gloo::transport::UnboundBuffer> s, r;
+  if (from >= 0 && rbytes) {
+    r = g->ctx->createUnboundBuffer(recv, rbytes);
+    r->recv(from, slot);
+  }
+  if (to >= 0 && sbytes) {
+    s = g->ctx->createUnboundBuffer(const_cast<void *>(send), sbytes);
+    s->send(to, slot);
+  }
+  if (s) s->waitSend(g->timeout);
+  if (r) r->waitRecv(g->timeout);
+}
+
+// Below `doubling_below` bytes an all-reduce is latency-bound: recursive
+// doubling over point-to-point steps (whole buffer per step) takes log2 P
+// steps where Gloo's ring takes 2(P-1); a group size that is not a power of 2
+// first folds pairs (MPICH's schedule, as the control round in agree.c).
+// Every rank ends with the same bits: each combine is mine (op) theirs of
+// commutative operands, and the folded ranks get a copy. From there on,
+// Gloo's ring (pipelined, the ring's traffic), as torch uses. Measured at 2
+// and 4 ranks (bench/RESULTS.md, the Gloo path): doubling ahead up to 256
+// KiB, the ring from 1 MiB; Rabenseifner's halving/doubling was no better
+// than the ring here at any size.
+const size_t doubling_below = 512 << 10;
+
+template <typename T>
+void allreduce_doubling(dist__gloo *g, T *x, size_t n, ReduceFn fn) {
+  const int me = g->ctx->rank, P = g->ctx->size;
+  const size_t bytes = n * sizeof(T);
+  if (g->scratch.size() < bytes) g->scratch.resize(bytes);
+  T *tmp = reinterpret_cast<T *>(g->scratch.data());
+  const uint64_t slot = gloo::Slot::build(0x45, g->tag++);
+  int pof2 = 1;
+  while (pof2 * 2 <= P) pof2 *= 2;
+  const int rem = P - pof2;
+  int vrank = me - rem;  // ranks below 2*rem pair up first: the odd one goes on for both
+  if (me < 2 * rem && me % 2 == 0) {
+    step(g, slot, x, bytes, me + 1, nullptr, 0, -1);
+    vrank = -1;
+  } else if (me < 2 * rem) {
+    step(g, slot, nullptr, 0, -1, tmp, bytes, me - 1);
+    fn(x, x, tmp, n);
+    vrank = me / 2;
+  }
+  for (int mask = 1; vrank >= 0 && mask < pof2; mask <<= 1) {
+    int v = vrank ^ mask, peer = v < rem ? v * 2 + 1 : v + rem;
+    step(g, slot, x, bytes, peer, tmp, bytes, peer);
+    fn(x, x, tmp, n);
+  }
+  if (me < 2 * rem) {  // the result back to the even partner
+    if (me % 2) step(g, slot, x, bytes, me - 1, nullptr, 0, -1);
+    else step(g, slot, nullptr, 0, -1, x, bytes, me + 1);
+  }
+}
+
 template <typename T>
 void allreduce_with(dist__gloo *g, void *buf, size_t n, ReduceFn fn) {
+  if (g->ctx->size == 1 || n == 0) return;
+  if (n * sizeof(T) < doubling_below) return allreduce_doubling<T>(g, static_cast<T *>(buf), n, fn);
   gloo::AllreduceOptions o(g->ctx);
-  // Gloo's ring (its default, as torch's): its bcube took 1.0-1.4x the ring's
-  // time at 4 ranks from 64 KiB here (bench/RESULTS.md, the Gloo path).
   o.setOutput(static_cast<T *>(buf), n);
   o.setReduceFunction(fn);
   o.setTag(g->tag++);
@@ -354,21 +414,9 @@ dist_status dist__gloo_exchange(dist__gloo *g, const void *send, const size_t *s
 
 dist_status dist__gloo_sendrecv(dist__gloo *g, const void *send, size_t sbytes, int to, void *recv, size_t rbytes,
                                 int from) {
-  // The ranks go into the message only on failure: this runs in every verified call.
-  dist_status st = guarded("control step", [&] {
-    const uint64_t slot = gloo::Slot::build(0x43, 0);  // the control schedule's own slot
-    std::unique_ptr<gloo::transport::UnboundBuffer> s, r;
-    if (from >= 0) {
-      r = g->ctx->createUnboundBuffer(recv, rbytes);
-      r->recv(from, slot);
-    }
-    if (to >= 0) {
-      s = g->ctx->createUnboundBuffer(const_cast<void *>(send), sbytes);
-      s->send(to, slot);
-    }
-    if (s) s->waitSend(g->timeout);
-    if (r) r->waitRecv(g->timeout);
-  });
+  // The control schedule's own slot. The ranks go into the message only on
+  // failure: this runs in every verified call.
+  dist_status st = guarded("control step", [&] { step(g, gloo::Slot::build(0x43, 0), send, sbytes, to, recv, rbytes, from); });
   if (!st) return st;
   std::string msg = dist_last_error(); // dist__error writes where dist_last_error reads
   return dist__error(st, "%s (to rank %d, from rank %d)", msg.c_str(), to, from);
