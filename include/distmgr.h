@@ -20,5 +20,6 @@
 #include "distmgr/ddp.h"
 #include "distmgr/dpo.h"
 #include "distmgr/daso.h"
+#include "distmgr/rpc.h"
 
 #endif

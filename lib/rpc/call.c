@@ -1,0 +1,109 @@
+/* Making remote calls, and worker names. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "distmgr/manager.h"
+#include "rpc/rpc_internal.h"
+
+static dist_status check_call(int to, const char *name, const dist_tensor *args, int nargs, const void *opts,
+                              size_t opts_bytes, dist_future **out, const char *what) {
+  if (!out) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: NULL future pointer", what);
+  *out = NULL;
+  if (!dist__rpc.on) return dist__error(DIST_ERR_NOT_INITIALIZED, "%s: remote calls are not running (dist_rpc_init)", what);
+  if (!name || !*name || strlen(name) > DIST_RPC_MAX_NAME)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: a function name of 1 to %d bytes is needed", what,
+                       DIST_RPC_MAX_NAME);
+  if (to < 0 || to >= dist__rpc.size)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: worker%d does not exist (world of %d)", what, to, dist__rpc.size);
+  if (nargs < 0 || nargs > DIST_RPC_MAX_ARGS || (nargs && !args))
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: %d arguments (0 to %d)", what, nargs, DIST_RPC_MAX_ARGS);
+  if (opts_bytes && !opts) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: NULL options of %zu bytes", what, opts_bytes);
+  for (int i = 0; i < nargs; i++) {
+    const dist_tensor *t = &args[i];
+    if (t->memory != DIST_MEM_HOST)
+      return dist__error(DIST_ERR_UNSUPPORTED, "%s: argument %d is device memory (remote calls carry host memory)",
+                         what, i);
+    if (!dist_dtype_size(t->dtype) || t->ndim < 0 || t->ndim > DIST_TENSOR_MAX_DIMS)
+      return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: argument %d has dtype %d and %d dims", what, i,
+                         (int)t->dtype, t->ndim);
+    for (int d = 0; d < t->ndim; d++)
+      if (t->shape[d] < 0)
+        return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: argument %d has extent %lld", what, i, (long long)t->shape[d]);
+    if (dist_tensor_numel(t) && !t->data)
+      return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: argument %d has no data", what, i);
+  }
+  return DIST_SUCCESS;
+}
+
+/* A call of `kind` (a function or its VJP). */
+dist_status dist__rpc_call(dist__rpc_kind kind, int to, const char *name, const dist_tensor *args, int nargs,
+                           const void *opts, size_t opts_bytes, dist_future **out) {
+  dist__rpc_msg m = {name, strlen(name), nargs, {{0}}, opts, opts_bytes};
+  if (nargs) memcpy(m.t, args, sizeof *args * (size_t)nargs);
+  dist_future *f = dist__future_new();
+  if (!f) return dist__error(DIST_ERR_NO_MEMORY, "remote call: a future");
+  f->id = atomic_fetch_add(&dist__rpc.next_id, 1);
+  f->to = to;
+  dist__rpc_out *o;
+  dist_status s = dist__rpc_out_new(kind, f->id, DIST_SUCCESS, &m, &o);
+  if (s) return dist__future_release(f), s;
+  atomic_fetch_add(&dist__rpc.calls_out, 1);
+  dist__inflight_add(f);
+  s = dist__rpc_send(to, o, 1);
+  if (s) { /* never sent: out of the table again (unless a failure took it) */
+    char msg[1024];
+    snprintf(msg, sizeof msg, "remote call '%s' to worker%d: %s", name, to, dist_last_error());
+    dist_future *g = dist__inflight_take(f->id);
+    if (g) {
+      atomic_fetch_sub(&dist__rpc.calls_out, 1);
+      dist__future_release(g);
+    }
+    dist__future_release(f);
+    return dist__error(s, "%s", msg);
+  }
+  *out = f;
+  return DIST_SUCCESS;
+}
+
+dist_status dist_rpc_call_async(int to, const char *name, const dist_tensor *args, int nargs, const void *opts,
+                                size_t opts_bytes, dist_future **out) {
+  DIST_CHECK(check_call(to, name, args, nargs, opts, opts_bytes, out, "dist_rpc_call_async"));
+  DIST_CHECK(dist__rpc_call(DIST__RPC_REQUEST, to, name, args, nargs, opts, opts_bytes, out));
+  dist__autograd_record(to, name, args, nargs, opts, opts_bytes, *out);
+  return DIST_SUCCESS;
+}
+
+dist_status dist_rpc_call_sync(int to, const char *name, const dist_tensor *args, int nargs, const void *opts,
+                               size_t opts_bytes, dist_future **out) {
+  DIST_CHECK(dist_rpc_call_async(to, name, args, nargs, opts, opts_bytes, out));
+  return dist_future_wait(*out);
+}
+
+dist_status dist_rpc_worker_rank(const char *worker, int *rank) {
+  if (!worker || !rank) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_rpc_worker_rank: NULL argument");
+  const char *p = worker;
+  if (strncmp(p, "worker", 6)) return dist__error(DIST_ERR_INVALID_ARGUMENT, "'%s' is not a worker name (workerN)", worker);
+  p += 6;
+  long r = 0;
+  if (!*p || (*p == '0' && p[1])) return dist__error(DIST_ERR_INVALID_ARGUMENT, "'%s' is not a worker name (workerN)", worker);
+  for (; *p; p++) {
+    if (*p < '0' || *p > '9' || r > 100000000) return dist__error(DIST_ERR_INVALID_ARGUMENT, "'%s' is not a worker name (workerN)", worker);
+    r = r * 10 + (*p - '0');
+  }
+  int size = dist__rpc.on ? dist__rpc.size : 0;
+  if (!size && dist_manager_world_size(&size)) return DIST_ERR_NOT_INITIALIZED;
+  if (r >= size) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s does not exist (world of %d)", worker, size);
+  *rank = (int)r;
+  return DIST_SUCCESS;
+}
+
+dist_status dist_rpc_worker_name(int rank, char *buf, size_t cap) {
+  int size = 0;
+  DIST_CHECK(dist_manager_world_size(&size));
+  if (rank < 0 || rank >= size || !buf)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_rpc_worker_name: rank %d (world of %d)", rank, size);
+  if ((size_t)snprintf(buf, cap, "worker%d", rank) >= cap)
+    return dist__error(DIST_ERR_BUFFER_TOO_SMALL, "dist_rpc_worker_name: %zu bytes", cap);
+  return DIST_SUCCESS;
+}

@@ -1,0 +1,393 @@
+/* The UCX side of remote calls: context, worker and endpoints, the progress
+ * thread, the active-message handler, sends; dist_rpc_init and shutdown. */
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "distmgr/coll.h"
+#include "distmgr/log.h"
+#include "distmgr/manager.h"
+#include "manager/state.h"
+#include "rpc/rpc_internal.h"
+
+dist__rpc_engine dist__rpc;
+
+static dist_status ucx_error(ucs_status_t st, const char *what) {
+  return dist__error(DIST_ERR_IO, "UCX %s: %s", what, ucs_status_string(st));
+}
+
+/* ---- receiving ---------------------------------------------------------------- */
+
+/* A whole message: a request goes to an executor, a reply completes its future. */
+static void deliver(const dist__rpc_header *h, void *body) {
+  if (h->kind != DIST__RPC_REPLY) {
+    atomic_fetch_add(&dist__rpc.calls_in, 1);
+    dist__rpc_enqueue(h, body);
+    return;
+  }
+  dist_future *f = dist__inflight_take(h->call_id);
+  if (!f) { /* its future gave up (freed) or a stray id */
+    free(body);
+    return;
+  }
+  atomic_fetch_sub(&dist__rpc.calls_out, 1);
+  dist__rpc_msg m;
+  dist_status s = dist__rpc_decode(body, h->body_len, &m);
+  if (s) {
+    dist__future_complete(f, s, dist_last_error(), body, NULL, NULL);
+  } else if (h->status) {
+    char msg[1200];
+    snprintf(msg, sizeof msg, "%.*s", (int)m.extra_len, (const char *)m.extra);
+    dist__future_complete(f, (dist_status)h->status, msg, body, NULL, NULL);
+  } else {
+    dist__future_complete(f, DIST_SUCCESS, NULL, body, &m, NULL);
+  }
+  dist__future_release(f);
+}
+
+typedef struct pending_body {
+  dist__rpc_header h;
+  void *body;
+} pending_body;
+
+static void body_arrived(void *request, ucs_status_t st, size_t length, void *user) {
+  pending_body *p = user;
+  (void)length;
+  if (st == UCS_OK) deliver(&p->h, p->body);
+  else free(p->body), dist_log(DIST_LOG_WARN, "remote call: a message body was lost (%s)", ucs_status_string(st));
+  free(p);
+  if (request) ucp_request_free(request);
+}
+
+static void *body_alloc(size_t n) {
+  void *p = NULL;
+  return posix_memalign(&p, 64, n ? n : 1) ? NULL : p;
+}
+
+/* Runs inside ucp_worker_progress: short, no waiting. A message that fails
+ * its checks is dropped with a log line (a request with a readable header
+ * gets an error reply from its executor instead, see serve.c). */
+static ucs_status_t on_message(void *arg, const void *header, size_t header_length, void *data, size_t length,
+                               const ucp_am_recv_param_t *param) {
+  (void)arg;
+  dist__rpc_header h;
+  if (dist__rpc_check_header(header, header_length, (uint64_t)1 << 40, &h) || h.body_len != length) {
+    dist_log(DIST_LOG_WARN, "remote call: dropped a message: %s",
+              h.body_len != length ? "its body length disagrees with its header" : dist_last_error());
+    return UCS_OK;
+  }
+  void *body = body_alloc(length);
+  if (!body) {
+    dist_log(DIST_LOG_WARN, "remote call: dropped a message of %zu bytes: out of memory", length);
+    return UCS_OK;
+  }
+  if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+    memcpy(body, data, length);
+    deliver(&h, body);
+    return UCS_OK;
+  }
+  pending_body *p = malloc(sizeof *p);
+  if (!p) return free(body), UCS_OK;
+  p->h = h;
+  p->body = body;
+  ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+                            .cb.recv_am = body_arrived,
+                            .user_data = p};
+  ucs_status_ptr_t r = ucp_am_recv_data_nbx(dist__rpc.worker, data, body, length, &rp);
+  if (r == NULL) body_arrived(NULL, UCS_OK, length, p);
+  else if (UCS_PTR_IS_ERR(r)) body_arrived(NULL, UCS_PTR_STATUS(r), 0, p);
+  return UCS_OK;
+}
+
+/* ---- sending ------------------------------------------------------------------- */
+
+void dist__rpc_out_free(dist__rpc_out *o) {
+  if (!o) return;
+  for (int i = 0; i < o->nowned; i++) free(o->owned[i]);
+  free(o->meta);
+  pthread_mutex_destroy(&o->mu);
+  pthread_cond_destroy(&o->cv);
+  free(o);
+}
+
+static const unsigned char zeros[DIST__RPC_ALIGN];
+
+dist_status dist__rpc_out_new(dist__rpc_kind kind, uint64_t id, dist_status status, const dist__rpc_msg *m,
+                              dist__rpc_out **out) {
+  size_t meta_len, body_len;
+  DIST_CHECK(dist__rpc_encode_meta(m, NULL, 0, &meta_len, &body_len));
+  dist__rpc_out *o = calloc(1, sizeof *o);
+  if (!o || !(o->meta = body_alloc(meta_len))) {
+    free(o);
+    return dist__error(DIST_ERR_NO_MEMORY, "remote call: a message of %zu bytes", meta_len);
+  }
+  pthread_mutex_init(&o->mu, NULL);
+  pthread_cond_init(&o->cv, NULL);
+  DIST_CHECK(dist__rpc_encode_meta(m, o->meta, meta_len, &meta_len, &body_len));
+  o->h = (dist__rpc_header){DIST__RPC_MAGIC, DIST__RPC_VERSION, (uint16_t)kind, id, dist__rpc.rank, status,
+                            body_len};
+  o->iov[o->niov++] = (ucp_dt_iov_t){o->meta, meta_len};
+  for (int i = 0; i < m->ntensors; i++) {
+    size_t n = dist_tensor_nbytes(&m->t[i]);
+    if (n) o->iov[o->niov++] = (ucp_dt_iov_t){m->t[i].data, n};
+    if (dist__rpc_pad(n) > n) o->iov[o->niov++] = (ucp_dt_iov_t){(void *)zeros, dist__rpc_pad(n) - n};
+  }
+  *out = o;
+  return DIST_SUCCESS;
+}
+
+static void sent(void *request, ucs_status_t st, void *user) {
+  dist__rpc_out *o = user;
+  (void)request;
+  pthread_mutex_lock(&o->mu);
+  o->status = st;
+  o->done = 1;
+  int waited = o->waited;
+  pthread_cond_broadcast(&o->cv);
+  pthread_mutex_unlock(&o->mu);
+  if (st != UCS_OK) dist_log(DIST_LOG_DEBUG, "remote call: a send ended with %s", ucs_status_string(st));
+  if (!waited) dist__rpc_out_free(o);
+}
+
+dist_status dist__rpc_send(int to, dist__rpc_out *o, int wait) {
+  if (atomic_load(&dist__rpc.dead[to])) {
+    dist__rpc_out_free(o);
+    return dist__error(DIST_ERR_ABORTED, "remote call: worker%d left or died", to);
+  }
+  o->waited = wait;
+  ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                                           UCP_OP_ATTR_FIELD_DATATYPE,
+                           .cb.send = sent,
+                           .user_data = o,
+                           .datatype = ucp_dt_make_iov()};
+  ucs_status_ptr_t r = ucp_am_send_nbx(dist__rpc.ep[to], DIST__RPC_AM_ID, &o->h, sizeof o->h, o->iov, o->niov, &p);
+  if (r == NULL) {
+    dist__rpc_out_free(o);
+    return DIST_SUCCESS;
+  }
+  if (UCS_PTR_IS_ERR(r)) {
+    dist__rpc_out_free(o);
+    return ucx_error(UCS_PTR_STATUS(r), "send");
+  }
+  ucp_request_free(r); /* completes (and calls `sent`) on the progress thread */
+  ucp_worker_signal(dist__rpc.worker);
+  if (!wait) return DIST_SUCCESS;
+  pthread_mutex_lock(&o->mu);
+  while (!o->done) pthread_cond_wait(&o->cv, &o->mu);
+  ucs_status_t st = o->status;
+  pthread_mutex_unlock(&o->mu);
+  dist__rpc_out_free(o);
+  return st == UCS_OK ? DIST_SUCCESS : ucx_error(st, "send");
+}
+
+/* ---- the progress thread --------------------------------------------------------- */
+
+static double now_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+/* Progress while there is work; after 100 us without any, sleep on UCX's
+ * wakeup fd (ucp_worker_signal wakes it for sends and for stopping). */
+static void *progress_main(void *arg) {
+  (void)arg;
+  double idle_since = now_us();
+  while (!atomic_load(&dist__rpc.stop)) {
+    if (ucp_worker_progress(dist__rpc.worker)) {
+      idle_since = now_us();
+      continue;
+    }
+    if (now_us() - idle_since < 100) continue;
+    ucs_status_t st = ucp_worker_arm(dist__rpc.worker);
+    if (st == UCS_ERR_BUSY) continue;
+    struct pollfd pfd = {dist__rpc.efd, POLLIN, 0};
+    if (st == UCS_OK) poll(&pfd, 1, 100);
+    idle_since = now_us();
+  }
+  return NULL;
+}
+
+/* ---- peers ---------------------------------------------------------------------- */
+
+static void peer_failed(void *arg, ucp_ep_h ep, ucs_status_t st) {
+  int peer = (int)(intptr_t)arg;
+  (void)ep;
+  if (atomic_exchange(&dist__rpc.dead[peer], 1)) return;
+  char why[160];
+  snprintf(why, sizeof why, "the worker left or died (UCX: %s)", ucs_status_string(st));
+  dist__inflight_fail(peer, DIST_ERR_ABORTED, why);
+}
+
+/* Every rank's worker address, through an all-gather over the world. */
+static dist_status exchange_addresses(uint8_t **all, size_t *stride) {
+  ucp_address_t *addr;
+  size_t len;
+  ucs_status_t st = ucp_worker_get_address(dist__rpc.worker, &addr, &len);
+  if (st != UCS_OK) return ucx_error(st, "ucp_worker_get_address");
+  int64_t mine = (int64_t)len, most = mine;
+  dist_tensor t = dist_tensor_host(&most, DIST_I64, 0, NULL);
+  dist_status s = dist_all_reduce(NULL, &t, DIST_MAX);
+  uint8_t *in = NULL, *out = NULL;
+  if (!s && (!(in = calloc(1, (size_t)most)) || !(out = calloc((size_t)dist__rpc.size, (size_t)most))))
+    s = dist__error(DIST_ERR_NO_MEMORY, "dist_rpc_init: worker addresses");
+  if (!s) {
+    memcpy(in, addr, len);
+    int64_t one = most, shape_all[1] = {most * dist__rpc.size};
+    dist_tensor a = dist_tensor_host(in, DIST_U8, 1, &one), b = dist_tensor_host(out, DIST_U8, 1, shape_all);
+    s = dist_all_gather_v(NULL, &a, &b, 0, NULL);
+  }
+  ucp_worker_release_address(dist__rpc.worker, addr);
+  free(in);
+  if (s) return free(out), s;
+  *all = out;
+  *stride = (size_t)most;
+  return DIST_SUCCESS;
+}
+
+static dist_status connect_all(void) {
+  uint8_t *all = NULL;
+  size_t stride = 0;
+  DIST_CHECK(exchange_addresses(&all, &stride));
+  dist_status s = DIST_SUCCESS;
+  for (int r = 0; r < dist__rpc.size && !s; r++) {
+    ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                                        UCP_EP_PARAM_FIELD_ERR_HANDLER,
+                          .address = (const ucp_address_t *)(all + (size_t)r * stride),
+                          .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+                          .err_handler = {peer_failed, (void *)(intptr_t)r}};
+    ucs_status_t st = ucp_ep_create(dist__rpc.worker, &ep, &dist__rpc.ep[r]);
+    if (st != UCS_OK) s = ucx_error(st, "ucp_ep_create");
+  }
+  free(all);
+  return s;
+}
+
+/* ---- init and shutdown ------------------------------------------------------------ */
+
+static dist_status create_worker(void) {
+  ucp_params_t p = {.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED,
+                    .features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
+                    .mt_workers_shared = 1};
+  ucs_status_t st = ucp_init(&p, NULL, &dist__rpc.ctx);
+  if (st != UCS_OK) return ucx_error(st, "ucp_init");
+  ucp_worker_params_t w = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE, .thread_mode = UCS_THREAD_MODE_MULTI};
+  if ((st = ucp_worker_create(dist__rpc.ctx, &w, &dist__rpc.worker)) != UCS_OK) return ucx_error(st, "ucp_worker_create");
+  ucp_worker_attr_t a = {.field_mask = UCP_WORKER_ATTR_FIELD_THREAD_MODE};
+  if ((st = ucp_worker_query(dist__rpc.worker, &a)) != UCS_OK) return ucx_error(st, "ucp_worker_query");
+  if (a.thread_mode != UCS_THREAD_MODE_MULTI)
+    return dist__error(DIST_ERR_UNSUPPORTED, "dist_rpc_init: this UCX has no multi-threaded worker (--enable-mt)");
+  if ((st = ucp_worker_get_efd(dist__rpc.worker, &dist__rpc.efd)) != UCS_OK) return ucx_error(st, "ucp_worker_get_efd");
+  ucp_am_handler_param_t h = {.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                                            UCP_AM_HANDLER_PARAM_FIELD_FLAGS,
+                              .id = DIST__RPC_AM_ID,
+                              .cb = on_message,
+                              .flags = UCP_AM_FLAG_WHOLE_MSG};
+  if ((st = ucp_worker_set_am_recv_handler(dist__rpc.worker, &h)) != UCS_OK)
+    return ucx_error(st, "ucp_worker_set_am_recv_handler");
+  return DIST_SUCCESS;
+}
+
+static void close_endpoints(void) {
+  for (int r = 0; r < dist__rpc.size; r++) {
+    if (!dist__rpc.ep || !dist__rpc.ep[r]) continue;
+    ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                             .flags = atomic_load(&dist__rpc.dead[r]) ? UCP_EP_CLOSE_FLAG_FORCE : 0};
+    ucs_status_ptr_t q = ucp_ep_close_nbx(dist__rpc.ep[r], &p);
+    double t0 = now_us();
+    if (q && !UCS_PTR_IS_ERR(q)) {
+      while (ucp_request_check_status(q) == UCS_INPROGRESS && now_us() - t0 < 2e6) ucp_worker_progress(dist__rpc.worker);
+      ucp_request_free(q);
+    }
+    dist__rpc.ep[r] = NULL;
+  }
+}
+
+static void teardown(void) {
+  if (dist__rpc.progress) {
+    atomic_store(&dist__rpc.stop, 1);
+    ucp_worker_signal(dist__rpc.worker);
+    pthread_join(dist__rpc.progress, NULL);
+    dist__rpc.progress = 0;
+  }
+  dist__rpc_exec_stop();
+  dist__inflight_fail(-1, DIST_ERR_NOT_INITIALIZED, "remote calls were shut down");
+  if (dist__rpc.worker) close_endpoints();
+  free(dist__rpc.ep);
+  free(dist__rpc.dead);
+  if (dist__rpc.worker) ucp_worker_destroy(dist__rpc.worker);
+  if (dist__rpc.ctx) ucp_cleanup(dist__rpc.ctx);
+  pthread_mutex_destroy(&dist__rpc.fmu);
+  memset(&dist__rpc, 0, sizeof dist__rpc);
+}
+
+int dist_rpc_is_initialized(void) { return dist__rpc.on; }
+
+/* Every rank's outcome of a step of init, so that none goes on alone. */
+static dist_status agree(dist_status mine, const char *what) {
+  int64_t bad = mine ? 1 : 0;
+  dist_tensor t = dist_tensor_host(&bad, DIST_I64, 0, NULL);
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", mine ? dist_last_error() : "");
+  DIST_CHECK(dist_all_reduce(NULL, &t, DIST_SUM));
+  if (mine) return dist__error(mine, "%s", msg);
+  if (bad) return dist__error(DIST_ERR_ABORTED, "%s failed on %lld other rank(s)", what, (long long)bad);
+  return DIST_SUCCESS;
+}
+
+dist_status dist_rpc_init(void) {
+  DIST_CHECK(dist__require_initialized("dist_rpc_init"));
+  if (dist__rpc.on) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_rpc_init: remote calls are running already");
+  memset(&dist__rpc, 0, sizeof dist__rpc);
+  pthread_mutex_init(&dist__rpc.fmu, NULL);
+  DIST_CHECK(dist_manager_rank(&dist__rpc.rank));
+  DIST_CHECK(dist_manager_world_size(&dist__rpc.size));
+  dist__rpc.timeout = dist__state.settings.timeout;
+  atomic_store(&dist__rpc.next_id, 1);
+  dist_status s = DIST_SUCCESS;
+  dist__rpc.ep = calloc((size_t)dist__rpc.size, sizeof *dist__rpc.ep);
+  dist__rpc.dead = calloc((size_t)dist__rpc.size, sizeof *dist__rpc.dead);
+  if (!dist__rpc.ep || !dist__rpc.dead) s = dist__error(DIST_ERR_NO_MEMORY, "dist_rpc_init: endpoints");
+  if (!s) s = create_worker();
+  s = agree(s, "dist_rpc_init (UCX worker)");
+  if (!s) s = agree(connect_all(), "dist_rpc_init (endpoints)");
+  if (!s) s = dist__rpc_exec_start();
+  if (!s && pthread_create(&dist__rpc.progress, NULL, progress_main, NULL))
+    s = dist__error(DIST_ERR_INTERNAL, "dist_rpc_init: no progress thread");
+  s = agree(s, "dist_rpc_init (threads)");
+  if (!s) s = dist_rpc_check_registry();
+  if (s) {
+    teardown();
+    return s;
+  }
+  dist__rpc.on = 1;
+  return DIST_SUCCESS;
+}
+
+dist_status dist_rpc_shutdown(void) {
+  if (!dist__rpc.on) return dist__error(DIST_ERR_NOT_INITIALIZED, "dist_rpc_shutdown: remote calls are not running");
+  /* Until a round finds no call in flight anywhere (made or being served). */
+  double t0 = now_us();
+  dist_status s;
+  for (;;) {
+    int64_t busy = atomic_load(&dist__rpc.calls_out) + atomic_load(&dist__rpc.calls_in);
+    dist_tensor t = dist_tensor_host(&busy, DIST_I64, 0, NULL);
+    if ((s = dist_all_reduce(NULL, &t, DIST_SUM)) || busy == 0) break;
+    if (dist__rpc.timeout > 0 && now_us() - t0 > dist__rpc.timeout * 1e6) {
+      s = dist__error(DIST_ERR_TIMEOUT, "dist_rpc_shutdown: %lld call(s) still in flight after DIST_TIMEOUT",
+                      (long long)busy);
+      break;
+    }
+    struct timespec nap = {0, 1000000};
+    nanosleep(&nap, NULL);
+  }
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", s ? dist_last_error() : "");
+  dist__rpc.on = 0;
+  dist_status b = dist_barrier(NULL); /* nobody closes an endpoint a peer still flushes to */
+  teardown();
+  if (s) return dist__error(s, "%s", msg);
+  return b;
+}

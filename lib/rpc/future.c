@@ -1,0 +1,233 @@
+/* Futures of remote calls: completion, waiting (bounded by DIST_TIMEOUT),
+ * callbacks, and the table of calls in flight. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rpc/rpc_internal.h"
+
+dist_future *dist__future_new(void) {
+  dist_future *f = calloc(1, sizeof *f);
+  if (!f) return NULL;
+  pthread_mutex_init(&f->mu, NULL);
+  pthread_cond_init(&f->cv, NULL);
+  f->refs = 1;
+  f->to = -1;
+  return f;
+}
+
+static void future_destroy(dist_future *f) {
+  for (int i = 0; i < f->nparts; i++) dist_future_free(f->parts[i]);
+  free(f->parts);
+  dist__rpc_outputs_free(&f->outs);
+  free(f->body);
+  free(f->msg);
+  pthread_mutex_destroy(&f->mu);
+  pthread_cond_destroy(&f->cv);
+  free(f);
+}
+
+void dist__future_release(dist_future *f) {
+  pthread_mutex_lock(&f->mu);
+  int last = --f->refs == 0;
+  pthread_mutex_unlock(&f->mu);
+  if (last) future_destroy(f);
+}
+
+void dist_future_free(dist_future *f) {
+  if (f) dist__future_release(f);
+}
+
+void dist__future_complete(dist_future *f, dist_status s, const char *msg, void *body, const dist__rpc_msg *m,
+                           dist_rpc_outputs *outs) {
+  pthread_mutex_lock(&f->mu);
+  if (atomic_load(&f->done)) { /* completed already (a failure raced a reply) */
+    pthread_mutex_unlock(&f->mu);
+    free(body);
+    if (outs) dist__rpc_outputs_free(outs);
+    return;
+  }
+  f->status = s;
+  f->msg = msg && *msg ? strdup(msg) : NULL;
+  f->body = body;
+  if (m && !s) {
+    f->nout = m->ntensors;
+    memcpy(f->out, m->t, sizeof m->t[0] * (size_t)m->ntensors);
+  }
+  if (outs && !s) {
+    f->outs = *outs;
+    f->nout = outs->n;
+    memcpy(f->out, outs->t, sizeof outs->t[0] * (size_t)outs->n);
+    memset(outs, 0, sizeof *outs);
+  } else if (outs) {
+    dist__rpc_outputs_free(outs);
+  }
+  void (*cb)(dist_future *, void *) = f->then;
+  void *user = f->then_user;
+  f->then = NULL;
+  if (cb) f->refs++; /* the callback's own hold */
+  atomic_store(&f->done, 1);
+  pthread_cond_broadcast(&f->cv);
+  pthread_mutex_unlock(&f->mu);
+  if (cb) {
+    cb(f, user);
+    dist__future_release(f);
+  }
+}
+
+int dist_future_test(const dist_future *f) { return f && atomic_load(&((dist_future *)f)->done); }
+
+/* Waits for done with the deadline of DIST_TIMEOUT (0: none). */
+static dist_status wait_done(dist_future *f, const char *what) {
+  if (!f) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: NULL future", what);
+  /* A short spin first: a reply that is microseconds away skips the sleep. */
+  struct timespec t0, now;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (int i = 0; !atomic_load(&f->done); i++) {
+    if ((i & 63) == 0) {
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      if ((now.tv_sec - t0.tv_sec) * 1e6 + (now.tv_nsec - t0.tv_nsec) / 1e3 > 50) break;
+    }
+  }
+  if (atomic_load(&f->done)) return DIST_SUCCESS;
+  double timeout = dist__rpc.timeout;
+  struct timespec dl;
+  clock_gettime(CLOCK_REALTIME, &dl);
+  if (timeout > 0) {
+    dl.tv_sec += (time_t)timeout;
+    dl.tv_nsec += (long)((timeout - (double)(time_t)timeout) * 1e9);
+    if (dl.tv_nsec >= 1000000000L) dl.tv_sec++, dl.tv_nsec -= 1000000000L;
+  }
+  pthread_mutex_lock(&f->mu);
+  int rc = 0;
+  while (!atomic_load(&f->done) && rc != ETIMEDOUT)
+    rc = timeout > 0 ? pthread_cond_timedwait(&f->cv, &f->mu, &dl) : pthread_cond_wait(&f->cv, &f->mu);
+  int done = atomic_load(&f->done);
+  pthread_mutex_unlock(&f->mu);
+  if (done) return DIST_SUCCESS;
+  if (f->to >= 0)
+    return dist__error(DIST_ERR_TIMEOUT, "%s: the call to worker%d did not complete within DIST_TIMEOUT (%g s)", what,
+                       f->to, timeout);
+  return dist__error(DIST_ERR_TIMEOUT, "%s: the call did not complete within DIST_TIMEOUT (%g s)", what, timeout);
+}
+
+/* A completed future's status, its message made this thread's last error. */
+static dist_status outcome(const dist_future *f) {
+  if (!f->status) return DIST_SUCCESS;
+  return dist__error(f->status, "%s", f->msg ? f->msg : dist_status_string(f->status));
+}
+
+dist_status dist_future_wait(dist_future *f) {
+  DIST_CHECK(wait_done(f, "dist_future_wait"));
+  return outcome(f);
+}
+
+dist_status dist_future_wait_all(dist_future *const *fs, int n) {
+  if (n < 0 || (n && !fs)) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_future_wait_all: %d futures", n);
+  dist_status first = DIST_SUCCESS;
+  for (int i = 0; i < n; i++) {
+    DIST_CHECK(wait_done(fs[i], "dist_future_wait_all"));
+    if (!first && fs[i]->status) first = outcome(fs[i]);
+  }
+  return first ? dist__error(first, "%s", dist_last_error()) : DIST_SUCCESS;
+}
+
+dist_status dist_future_wait_any(dist_future *const *fs, int n, int *index) {
+  if (n <= 0 || !fs || !index) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_future_wait_any: %d futures", n);
+  for (int i = 0; i < n; i++)
+    if (!fs[i]) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_future_wait_any: future %d is NULL", i);
+  struct timespec t0, now;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (long spin = 0;; spin++) {
+    for (int i = 0; i < n; i++)
+      if (atomic_load(&fs[i]->done)) return *index = i, DIST_SUCCESS;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double el = (double)(now.tv_sec - t0.tv_sec) + (now.tv_nsec - t0.tv_nsec) / 1e9;
+    if (dist__rpc.timeout > 0 && el > dist__rpc.timeout)
+      return dist__error(DIST_ERR_TIMEOUT, "dist_future_wait_any: none of %d calls completed within DIST_TIMEOUT", n);
+    if (spin > 1000) {
+      struct timespec nap = {0, 50000};
+      nanosleep(&nap, NULL);
+    }
+  }
+}
+
+dist_status dist_future_then(dist_future *f, void (*cb)(dist_future *, void *), void *user) {
+  if (!f || !cb) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_future_then: NULL future or callback");
+  pthread_mutex_lock(&f->mu);
+  if (f->then) {
+    pthread_mutex_unlock(&f->mu);
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_future_then: the future has a callback already");
+  }
+  int done = atomic_load(&f->done);
+  if (!done) f->then = cb, f->then_user = user;
+  pthread_mutex_unlock(&f->mu);
+  if (done) cb(f, user);
+  return DIST_SUCCESS;
+}
+
+dist_status dist_future_status(const dist_future *f) {
+  if (!f) return DIST_ERR_INVALID_ARGUMENT;
+  return atomic_load(&((dist_future *)f)->done) ? f->status : DIST_ERR_INVALID_ARGUMENT;
+}
+const char *dist_future_message(const dist_future *f) {
+  if (!f || !atomic_load(&((dist_future *)f)->done)) return "the call has not completed";
+  return f->msg ? f->msg : dist_status_string(f->status);
+}
+int dist_future_count(const dist_future *f) {
+  return f && atomic_load(&((dist_future *)f)->done) && !f->status ? f->nout : 0;
+}
+const dist_tensor *dist_future_output(const dist_future *f, int i) {
+  return i >= 0 && i < dist_future_count(f) ? &f->out[i] : NULL;
+}
+int dist_future_parts(const dist_future *f) { return f ? f->nparts : 0; }
+dist_future *dist_future_part(const dist_future *f, int i) {
+  return f && i >= 0 && i < f->nparts ? f->parts[i] : NULL;
+}
+
+/* ---- the in-flight table: a list under one lock (calls in flight are few) ---- */
+
+void dist__inflight_add(dist_future *f) {
+  pthread_mutex_lock(&dist__rpc.fmu);
+  f->refs++; /* no other thread has f yet */
+  f->next_inflight = dist__rpc.inflight;
+  dist__rpc.inflight = f;
+  pthread_mutex_unlock(&dist__rpc.fmu);
+}
+
+dist_future *dist__inflight_take(uint64_t id) {
+  pthread_mutex_lock(&dist__rpc.fmu);
+  dist_future **p = &dist__rpc.inflight;
+  while (*p && (*p)->id != id) p = &(*p)->next_inflight;
+  dist_future *f = *p;
+  if (f) *p = f->next_inflight;
+  pthread_mutex_unlock(&dist__rpc.fmu);
+  return f;
+}
+
+void dist__inflight_fail(int peer, dist_status s, const char *why) {
+  for (;;) {
+    pthread_mutex_lock(&dist__rpc.fmu);
+    dist_future **p = &dist__rpc.inflight;
+    while (*p && peer >= 0 && (*p)->to != peer) p = &(*p)->next_inflight;
+    dist_future *f = *p;
+    if (f) *p = f->next_inflight;
+    pthread_mutex_unlock(&dist__rpc.fmu);
+    if (!f) return;
+    char msg[320];
+    snprintf(msg, sizeof msg, "remote call to worker%d: %s", f->to, why);
+    atomic_fetch_sub(&dist__rpc.calls_out, 1);
+    dist__future_complete(f, s, msg, NULL, NULL, NULL);
+    dist__future_release(f);
+  }
+}
+
+int dist__inflight_count(void) {
+  pthread_mutex_lock(&dist__rpc.fmu);
+  int n = 0;
+  for (dist_future *f = dist__rpc.inflight; f; f = f->next_inflight) n++;
+  pthread_mutex_unlock(&dist__rpc.fmu);
+  return n;
+}

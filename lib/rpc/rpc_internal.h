@@ -1,0 +1,144 @@
+/* What the files of lib/rpc share: the engine's state (UCX worker, endpoints,
+ * progress thread), futures, the registry and the executors. */
+#ifndef DISTMGR_RPC_INTERNAL_H
+#define DISTMGR_RPC_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <ucp/api/ucp.h>
+
+#include "core/internal.h"
+#include "distmgr/rpc.h"
+#include "rpc/wire.h"
+
+#define DIST__RPC_AM_ID 0x44 /* one active-message id; the header's kind tells messages apart */
+
+/* A message on its way out: it owns its header, meta part and (replies) the
+ * output tensors until UCX reports the send complete. */
+typedef struct dist__rpc_out {
+  dist__rpc_header h;
+  ucp_dt_iov_t iov[1 + 2 * DIST_RPC_MAX_ARGS];
+  size_t niov;
+  void *meta;
+  void *owned[DIST_RPC_MAX_ARGS]; /* freed with the message */
+  int nowned;
+  /* A caller waiting for its arguments to be sent (dist__rpc_send, wait=1). */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int waited, done;
+  ucs_status_t status;
+} dist__rpc_out;
+
+struct dist_rpc_outputs {
+  int n;
+  dist_tensor t[DIST_RPC_MAX_ARGS];
+  void *mem[DIST_RPC_MAX_ARGS];
+};
+
+struct dist_future {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  atomic_int done;
+  int refs; /* the caller's and the in-flight table's */
+  dist_status status;
+  char *msg;
+  /* A call's reply body, which its outputs view; a reduced call's outputs. */
+  void *body;
+  dist_rpc_outputs outs;
+  int nout;
+  dist_tensor out[DIST_RPC_MAX_ARGS];
+  void (*then)(dist_future *, void *);
+  void *then_user;
+  /* A plain call: its id and worker, in the in-flight table. */
+  uint64_t id;
+  int to;
+  dist_future *next_inflight;
+  /* A partitioned call: its parts and reducer. */
+  int nparts, pending;
+  dist_future **parts;
+  dist_rpc_reducer reducer;
+};
+
+typedef struct dist__rpc_fn_entry {
+  char name[DIST_RPC_MAX_NAME + 1];
+  dist_rpc_fn fn, vjp;
+  void *user, *vjp_user;
+} dist__rpc_fn_entry;
+
+/* An incoming request for an executor. */
+typedef struct dist__rpc_job {
+  dist__rpc_header h;
+  void *body;
+  struct dist__rpc_job *next;
+} dist__rpc_job;
+
+typedef struct dist__rpc_engine {
+  int on, rank, size;
+  double timeout;
+  ucp_context_h ctx;
+  ucp_worker_h worker;
+  ucp_ep_h *ep;
+  atomic_int *dead; /* per peer: its endpoint failed */
+  int efd;
+  pthread_t progress;
+  atomic_int stop;
+  /* executors */
+  pthread_t exec[DIST_RPC_EXECUTORS];
+  int nexec;
+  pthread_mutex_t qmu;
+  pthread_cond_t qcv;
+  dist__rpc_job *qhead, *qtail;
+  int qstop;
+  /* calls in flight: made here (futures by id), served here */
+  pthread_mutex_t fmu;
+  dist_future *inflight;
+  atomic_uint_fast64_t next_id;
+  atomic_long calls_out, calls_in;
+} dist__rpc_engine;
+
+extern dist__rpc_engine dist__rpc;
+
+/* registry.c */
+dist_status dist__rpc_lookup(const char *name, size_t len, dist__rpc_fn_entry *out);
+uint64_t dist__rpc_registry_hash(int *count);
+dist_status dist__rpc_registry_name(int i, char *buf, size_t cap);
+
+/* engine.c: sends header + meta + tensors (and frees `o` when done). With
+ * wait, returns only once the tensors' memory may be reused. */
+dist_status dist__rpc_send(int to, dist__rpc_out *o, int wait);
+/* A message for header kind/id/status and message m (its meta encoded). */
+dist_status dist__rpc_out_new(dist__rpc_kind kind, uint64_t id, dist_status status, const dist__rpc_msg *m,
+                              dist__rpc_out **out);
+void dist__rpc_out_free(dist__rpc_out *o);
+
+/* serve.c: a request to run (on an executor) */
+void dist__rpc_enqueue(const dist__rpc_header *h, void *body);
+dist_status dist__rpc_exec_start(void);
+void dist__rpc_exec_stop(void);
+
+/* future.c */
+dist_future *dist__future_new(void);
+void dist__future_release(dist_future *f);
+/* Completes f with status and message (may be NULL), outputs from body
+ * (taken over, NULL for none) or from outs (taken over). Runs its callback. */
+void dist__future_complete(dist_future *f, dist_status s, const char *msg, void *body, const dist__rpc_msg *m,
+                           dist_rpc_outputs *outs);
+/* The in-flight table: add before sending; take by id on a reply. */
+void dist__inflight_add(dist_future *f);
+dist_future *dist__inflight_take(uint64_t id);
+/* Fails every call in flight to `peer` (-1: to every peer). */
+void dist__inflight_fail(int peer, dist_status s, const char *why);
+int dist__inflight_count(void);
+
+/* outputs.c */
+void dist__rpc_outputs_free(dist_rpc_outputs *o);
+
+/* call.c: a call of `kind` (a function or its VJP), its arguments checked. */
+dist_status dist__rpc_call(dist__rpc_kind kind, int to, const char *name, const dist_tensor *args, int nargs,
+                           const void *opts, size_t opts_bytes, dist_future **out);
+
+/* autograd.c: records a call made under this thread's context. */
+void dist__autograd_record(int to, const char *name, const dist_tensor *args, int nargs, const void *opts,
+                           size_t opts_bytes, dist_future *f);
+
+#endif

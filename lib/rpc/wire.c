@@ -1,0 +1,159 @@
+/* Encoding and checking the messages of remote calls (wire.h). */
+#include <string.h>
+
+#include "core/internal.h"
+#include "rpc/wire.h"
+
+/* Writer/reader over a bounded buffer; a writer with no buffer only counts. */
+typedef struct cursor {
+  unsigned char *w;
+  const unsigned char *r;
+  size_t at, cap;
+} cursor;
+
+static void put(cursor *c, const void *p, size_t n) {
+  if (c->w && c->at + n <= c->cap) memcpy(c->w + c->at, p, n);
+  c->at += n;
+}
+
+static size_t data_bytes(const dist_tensor *t) {
+  size_t n = dist_dtype_size(t->dtype);
+  for (int d = 0; d < t->ndim; d++) n *= (size_t)t->shape[d];
+  return n;
+}
+
+dist_status dist__rpc_encode_meta(const dist__rpc_msg *m, void *buf, size_t cap, size_t *meta_len,
+                                  size_t *body_len) {
+  if (m->name_len > DIST_RPC_MAX_NAME)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "remote call: function name of %zu bytes (at most %d)", m->name_len,
+                       DIST_RPC_MAX_NAME);
+  if (m->ntensors < 0 || m->ntensors > DIST_RPC_MAX_ARGS)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "remote call: %d tensors (at most %d)", m->ntensors,
+                       DIST_RPC_MAX_ARGS);
+  if (m->extra_len > DIST__RPC_EXTRA_MAX)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "remote call: %zu option bytes (at most %u)", m->extra_len,
+                       DIST__RPC_EXTRA_MAX);
+  cursor c = {buf, NULL, 0, buf ? cap : 0};
+  uint32_t u = (uint32_t)m->name_len;
+  put(&c, &u, 4);
+  put(&c, m->name, m->name_len);
+  c.at = (c.at + 3) & ~(size_t)3;
+  u = (uint32_t)m->ntensors;
+  put(&c, &u, 4);
+  size_t data = 0;
+  for (int i = 0; i < m->ntensors; i++) {
+    const dist_tensor *t = &m->t[i];
+    if (!dist_dtype_size(t->dtype) || t->ndim < 0 || t->ndim > DIST_TENSOR_MAX_DIMS)
+      return dist__error(DIST_ERR_INVALID_ARGUMENT, "remote call: tensor %d has dtype %d and %d dims", i,
+                         (int)t->dtype, t->ndim);
+    uint32_t d[2] = {(uint32_t)t->dtype, (uint32_t)t->ndim};
+    put(&c, d, 8);
+    c.at = (c.at + 7) & ~(size_t)7;
+    put(&c, t->shape, 8 * (size_t)t->ndim);
+    data += dist__rpc_pad(data_bytes(t));
+  }
+  c.at = (c.at + 7) & ~(size_t)7;
+  uint64_t x = m->extra_len;
+  put(&c, &x, 8);
+  put(&c, m->extra, m->extra_len);
+  size_t meta = dist__rpc_pad(c.at);
+  if (buf) {
+    if (meta > cap) return dist__error(DIST_ERR_INTERNAL, "remote call: meta part of %zu bytes in %zu", meta, cap);
+    memset((unsigned char *)buf + c.at, 0, meta - c.at);
+  }
+  *meta_len = meta;
+  *body_len = meta + data;
+  return DIST_SUCCESS;
+}
+
+dist_status dist__rpc_check_header(const void *hdr, size_t hdr_len, uint64_t body_max, dist__rpc_header *out) {
+  if (!hdr || hdr_len != sizeof *out)
+    return dist__error(DIST_ERR_CORRUPT, "remote call: a message header of %zu bytes (expected %zu)", hdr_len,
+                       sizeof *out);
+  memcpy(out, hdr, sizeof *out);
+  if (out->magic != DIST__RPC_MAGIC || out->version != DIST__RPC_VERSION)
+    return dist__error(DIST_ERR_CORRUPT, "remote call: not a distmgr message (magic %#x, version %u)",
+                       (unsigned)out->magic, (unsigned)out->version);
+  if (out->kind < DIST__RPC_REQUEST || out->kind >= DIST__RPC_KINDS)
+    return dist__error(DIST_ERR_CORRUPT, "remote call: unknown message kind %u", (unsigned)out->kind);
+  if (out->body_len > body_max)
+    return dist__error(DIST_ERR_CORRUPT, "remote call: body of %llu bytes (at most %llu)",
+                       (unsigned long long)out->body_len, (unsigned long long)body_max);
+  return DIST_SUCCESS;
+}
+
+/* Reads n bytes at the cursor, or fails naming `what`. */
+static const void *take(cursor *c, size_t n, size_t align, const char *what, dist_status *s) {
+  if (*s) return NULL;
+  size_t at = (c->at + align - 1) & ~(align - 1);
+  if (at < c->at || at > c->cap || n > c->cap - at) {
+    *s = dist__error(DIST_ERR_CORRUPT, "remote call: message truncated in %s (%zu bytes of %zu)", what, c->cap,
+                     at + n);
+    return NULL;
+  }
+  c->at = at + n;
+  return c->r + at;
+}
+
+dist_status dist__rpc_decode(const void *body, size_t len, dist__rpc_msg *m) {
+  memset(m, 0, sizeof *m);
+  cursor c = {NULL, body, 0, len};
+  dist_status s = DIST_SUCCESS;
+  uint32_t u;
+  const void *p = take(&c, 4, 1, "the name's length", &s);
+  if (s) return s;
+  memcpy(&u, p, 4);
+  if (u > DIST_RPC_MAX_NAME) return dist__error(DIST_ERR_CORRUPT, "remote call: a name of %u bytes", (unsigned)u);
+  m->name_len = u;
+  m->name = take(&c, u, 1, "the name", &s);
+  if (!s && memchr(m->name, 0, u)) return dist__error(DIST_ERR_CORRUPT, "remote call: a name with a NUL byte");
+  p = take(&c, 4, 4, "the tensor count", &s);
+  if (s) return s;
+  memcpy(&u, p, 4);
+  if (u > DIST_RPC_MAX_ARGS) return dist__error(DIST_ERR_CORRUPT, "remote call: %u tensors", (unsigned)u);
+  m->ntensors = (int)u;
+  size_t data = 0;
+  for (int i = 0; i < m->ntensors && !s; i++) {
+    uint32_t d[2];
+    if (!(p = take(&c, 8, 4, "a tensor's dtype", &s))) break;
+    memcpy(d, p, 8);
+    if (d[0] >= DIST_DTYPE_COUNT || d[1] > DIST_TENSOR_MAX_DIMS)
+      return dist__error(DIST_ERR_CORRUPT, "remote call: tensor %d has dtype %u and %u dims", i, (unsigned)d[0],
+                         (unsigned)d[1]);
+    dist_tensor *t = &m->t[i];
+    memset(t, 0, sizeof *t);
+    t->dtype = (dist_dtype)d[0];
+    t->memory = DIST_MEM_HOST;
+    t->ndim = (int)d[1];
+    if (!(p = take(&c, 8 * (size_t)t->ndim, 8, "a tensor's shape", &s))) break;
+    memcpy(t->shape, p, 8 * (size_t)t->ndim);
+    size_t n = dist_dtype_size(t->dtype);
+    for (int k = 0; k < t->ndim; k++) {
+      if (t->shape[k] < 0 || (t->shape[k] && n > (size_t)INT64_MAX / (size_t)t->shape[k]))
+        return dist__error(DIST_ERR_CORRUPT, "remote call: tensor %d has extent %lld in dim %d", i,
+                           (long long)t->shape[k], k);
+      n *= (size_t)t->shape[k];
+    }
+    if (dist__rpc_pad(n) < n || data + dist__rpc_pad(n) < data || data + dist__rpc_pad(n) > len)
+      return dist__error(DIST_ERR_CORRUPT, "remote call: tensor %d's %zu bytes exceed the message", i, n);
+    data += dist__rpc_pad(n);
+  }
+  uint64_t x = 0;
+  if ((p = take(&c, 8, 8, "the extra bytes' length", &s))) memcpy(&x, p, 8);
+  if (s) return s;
+  if (x > DIST__RPC_EXTRA_MAX) return dist__error(DIST_ERR_CORRUPT, "remote call: %llu extra bytes", (unsigned long long)x);
+  m->extra_len = (size_t)x;
+  m->extra = take(&c, m->extra_len, 1, "the extra bytes", &s);
+  if (s) return s;
+  size_t meta = dist__rpc_pad(c.at);
+  if (meta > len || len - meta != data)
+    return dist__error(DIST_ERR_CORRUPT, "remote call: %zu bytes of tensor data where the descriptors say %zu",
+                       meta > len ? 0 : len - meta, data);
+  const unsigned char *at = (const unsigned char *)body + meta;
+  for (int i = 0; i < m->ntensors; i++) {
+    size_t n = data_bytes(&m->t[i]);
+    m->t[i].data = n ? (void *)at : NULL;
+    at += dist__rpc_pad(n);
+  }
+  return DIST_SUCCESS;
+}

@@ -1,0 +1,67 @@
+/* The messages of remote calls: a fixed header (UCX's active-message header)
+ * and a body. Pure and bounded: the decoder checks every length against the
+ * body it got before it reads, and is fuzzed (tests/fuzz/fuzz_rpc.c).
+ *
+ * Body, little-endian, every field at its natural alignment:
+ *   u32 name_len, name bytes (requests; 0 in replies)
+ *   u32 ntensors, then per tensor: u32 dtype, u32 ndim, i64 shape[ndim]
+ *   u64 extra_len, extra bytes (a request's options, a reply's error message)
+ *   zero padding to 16 bytes: the end of the "meta" part
+ *   each tensor's data, padded to 16 bytes. */
+#ifndef DISTMGR_RPC_WIRE_H
+#define DISTMGR_RPC_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "distmgr/rpc.h"
+
+#define DIST__RPC_MAGIC 0x43505244u /* "DRPC" */
+#define DIST__RPC_VERSION 1
+#define DIST__RPC_ALIGN 16
+#define DIST__RPC_EXTRA_MAX (1u << 20) /* options or message bytes */
+
+typedef enum dist__rpc_kind {
+  DIST__RPC_REQUEST = 1, /* call a function */
+  DIST__RPC_VJP,         /* call a function's vector-Jacobian product */
+  DIST__RPC_REPLY,
+  DIST__RPC_KINDS
+} dist__rpc_kind;
+
+typedef struct dist__rpc_header {
+  uint32_t magic;
+  uint16_t version, kind;
+  uint64_t call_id;   /* the caller's, echoed by the reply */
+  int32_t caller;     /* world rank of the sender of a request */
+  int32_t status;     /* a reply's dist_status */
+  uint64_t body_len;
+} dist__rpc_header;
+
+/* A message's parts, as encoded or decoded. Decoded tensors view the body. */
+typedef struct dist__rpc_msg {
+  const char *name;
+  size_t name_len;
+  int ntensors;
+  dist_tensor t[DIST_RPC_MAX_ARGS];
+  const void *extra;
+  size_t extra_len;
+} dist__rpc_msg;
+
+/* The meta part of m (name, descriptors, extra, padding) into buf (cap
+ * bytes; NULL to measure): its length in *meta_len, the whole body's in
+ * *body_len. DIST_ERR_INVALID_ARGUMENT names what does not fit. */
+dist_status dist__rpc_encode_meta(const dist__rpc_msg *m, void *buf, size_t cap, size_t *meta_len,
+                                  size_t *body_len);
+
+/* Padded size of n data bytes. */
+static inline size_t dist__rpc_pad(size_t n) { return (n + DIST__RPC_ALIGN - 1) & ~(size_t)(DIST__RPC_ALIGN - 1); }
+
+/* Checks a header: magic, version, kind, body_len within `body_max`. */
+dist_status dist__rpc_check_header(const void *hdr, size_t hdr_len, uint64_t body_max, dist__rpc_header *out);
+
+/* Parses a body (16-byte aligned) of `len` bytes into m: every length,
+ * dtype, rank count and shape checked, the data sizes summed without
+ * overflow and equal to what is left. DIST_ERR_CORRUPT says what was wrong. */
+dist_status dist__rpc_decode(const void *body, size_t len, dist__rpc_msg *m);
+
+#endif
