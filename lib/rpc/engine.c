@@ -140,7 +140,6 @@ dist_status dist__rpc_out_new(dist__rpc_kind kind, uint64_t id, dist_status stat
 
 static void sent(void *request, ucs_status_t st, void *user) {
   dist__rpc_out *o = user;
-  (void)request;
   pthread_mutex_lock(&o->mu);
   o->status = st;
   o->done = 1;
@@ -148,7 +147,10 @@ static void sent(void *request, ucs_status_t st, void *user) {
   pthread_cond_broadcast(&o->cv);
   pthread_mutex_unlock(&o->mu);
   if (st != UCS_OK) dist_log(DIST_LOG_DEBUG, "remote call: a send ended with %s", ucs_status_string(st));
-  if (!waited) dist__rpc_out_free(o);
+  if (!waited) { /* nobody waits: the request and the message end here */
+    ucp_request_free(request);
+    dist__rpc_out_free(o);
+  }
 }
 
 dist_status dist__rpc_send(int to, dist__rpc_out *o, int wait) {
@@ -171,13 +173,14 @@ dist_status dist__rpc_send(int to, dist__rpc_out *o, int wait) {
     dist__rpc_out_free(o);
     return ucx_error(UCS_PTR_STATUS(r), "send");
   }
-  ucp_request_free(r); /* completes (and calls `sent`) on the progress thread */
-  ucp_worker_signal(dist__rpc.worker);
+  ucp_worker_signal(dist__rpc.worker); /* the progress thread moves it on */
+  /* UCX calls `sent` only for a request not freed before it completes. */
   if (!wait) return DIST_SUCCESS;
   pthread_mutex_lock(&o->mu);
   while (!o->done) pthread_cond_wait(&o->cv, &o->mu);
   ucs_status_t st = o->status;
   pthread_mutex_unlock(&o->mu);
+  ucp_request_free(r);
   dist__rpc_out_free(o);
   return st == UCS_OK ? DIST_SUCCESS : ucx_error(st, "send");
 }
