@@ -68,14 +68,20 @@ void dist__future_complete(dist_future *f, dist_status s, const char *msg, void 
   void *user = f->then_user;
   f->then = NULL;
   if (cb) f->refs++; /* the callback's own hold */
-  atomic_store(&f->done, 1);
+  /* 1: the result is there and the callback runs; 2: settled, waits return */
+  atomic_store(&f->done, cb ? 1 : 2);
+  if (!cb) pthread_cond_broadcast(&f->cv);
+  pthread_mutex_unlock(&f->mu);
+  if (!cb) return;
+  cb(f, user);
+  pthread_mutex_lock(&f->mu);
+  atomic_store(&f->done, 2);
   pthread_cond_broadcast(&f->cv);
   pthread_mutex_unlock(&f->mu);
-  if (cb) {
-    cb(f, user);
-    dist__future_release(f);
-  }
+  dist__future_release(f);
 }
+
+static int settled(const dist_future *f) { return atomic_load(&((dist_future *)f)->done) == 2; }
 
 int dist_future_test(const dist_future *f) { return f && atomic_load(&((dist_future *)f)->done); }
 
@@ -85,13 +91,13 @@ static dist_status wait_done(dist_future *f, const char *what) {
   /* A short spin first: a reply that is microseconds away skips the sleep. */
   struct timespec t0, now;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  for (int i = 0; !atomic_load(&f->done); i++) {
+  for (int i = 0; !settled(f); i++) {
     if ((i & 63) == 0) {
       clock_gettime(CLOCK_MONOTONIC, &now);
       if ((now.tv_sec - t0.tv_sec) * 1e6 + (now.tv_nsec - t0.tv_nsec) / 1e3 > 50) break;
     }
   }
-  if (atomic_load(&f->done)) return DIST_SUCCESS;
+  if (settled(f)) return DIST_SUCCESS;
   double timeout = dist__rpc.timeout;
   struct timespec dl;
   clock_gettime(CLOCK_REALTIME, &dl);
@@ -102,9 +108,9 @@ static dist_status wait_done(dist_future *f, const char *what) {
   }
   pthread_mutex_lock(&f->mu);
   int rc = 0;
-  while (!atomic_load(&f->done) && rc != ETIMEDOUT)
+  while (!settled(f) && rc != ETIMEDOUT)
     rc = timeout > 0 ? pthread_cond_timedwait(&f->cv, &f->mu, &dl) : pthread_cond_wait(&f->cv, &f->mu);
-  int done = atomic_load(&f->done);
+  int done = settled(f);
   pthread_mutex_unlock(&f->mu);
   if (done) return DIST_SUCCESS;
   if (f->to >= 0)
@@ -142,7 +148,7 @@ dist_status dist_future_wait_any(dist_future *const *fs, int n, int *index) {
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (long spin = 0;; spin++) {
     for (int i = 0; i < n; i++)
-      if (atomic_load(&fs[i]->done)) return *index = i, DIST_SUCCESS;
+      if (settled(fs[i])) return *index = i, DIST_SUCCESS;
     clock_gettime(CLOCK_MONOTONIC, &now);
     double el = (double)(now.tv_sec - t0.tv_sec) + (now.tv_nsec - t0.tv_nsec) / 1e9;
     if (dist__rpc.timeout > 0 && el > dist__rpc.timeout)
@@ -157,11 +163,12 @@ dist_status dist_future_wait_any(dist_future *const *fs, int n, int *index) {
 dist_status dist_future_then(dist_future *f, void (*cb)(dist_future *, void *), void *user) {
   if (!f || !cb) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_future_then: NULL future or callback");
   pthread_mutex_lock(&f->mu);
-  if (f->then) {
+  if (f->had_then) {
     pthread_mutex_unlock(&f->mu);
     return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_future_then: the future has a callback already");
   }
-  int done = atomic_load(&f->done);
+  int done = settled(f);
+  f->had_then = 1;
   if (!done) f->then = cb, f->then_user = user;
   pthread_mutex_unlock(&f->mu);
   if (done) cb(f, user);

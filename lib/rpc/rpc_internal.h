@@ -49,6 +49,7 @@ struct dist_future {
   dist_tensor out[DIST_RPC_MAX_ARGS];
   void (*then)(dist_future *, void *);
   void *then_user;
+  int had_then; /* one callback per future, ever */
   /* A plain call: its id and worker, in the in-flight table. */
   uint64_t id;
   int to;
