@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fault.h" /* dist__fault_site: a request sent malformed */
 #include "cunit_mpi.h"
 
 static int R, W;
@@ -381,6 +382,31 @@ static void test_errors(void) {
   CU_ASSERT_EQUAL(dist_rpc_worker_name(0, name, 3), DIST_ERR_BUFFER_TOO_SMALL);
 }
 
+/* Requests that reach the worker malformed (a length that lies, a body
+ * shorter than its header says) are answered with DIST_ERR_CORRUPT naming
+ * the worker; the next call works. */
+static void test_malformed(void) {
+  double x[2] = {1, 2}, s = 2;
+  int64_t n = 2;
+  dist_tensor a = vec(x, &n);
+  const char *sites[] = {"rpc_corrupt", "rpc_truncate"};
+  for (int k = 0; k < 2; k++) {
+    dist_future *f = NULL;
+    int to = (R + 1 + k) % W;
+    char worker[32];
+    snprintf(worker, sizeof worker, "worker%d", to);
+    dist__fault_site = sites[k];
+    CU_ASSERT_EQUAL(dist_rpc_call_sync(to, "scale", &a, 1, &s, sizeof s, &f), DIST_ERR_CORRUPT);
+    CU_ASSERT_PTR_NULL(dist__fault_site); /* the site was reached */
+    CU_ASSERT_PTR_NOT_NULL(strstr(dist_last_error(), worker));
+    dist_future_free(f);
+    OK(dist_rpc_call_sync(to, "scale", &a, 1, &s, sizeof s, &f));
+    CU_ASSERT_EQUAL(((const double *)dist_future_output(f, 0)->data)[1], 2 * s + R);
+    dist_future_free(f);
+  }
+  dist__fault_site = NULL;
+}
+
 /* A function registered on rank 0 only: the registries differ, found
  * collectively; registered everywhere, they agree again. */
 static void test_registry_mismatch(void) {
@@ -663,6 +689,7 @@ static CU_TestInfo call_tests[] = {{"every worker and oneself", test_every_worke
                                    {"calls from 4 threads", test_threads},
                                    {"futures", test_futures},
                                    {"bad input and remote failures", test_errors},
+                                   {"malformed requests", test_malformed},
                                    {"registries that differ", test_registry_mismatch},
                                    CU_TEST_INFO_NULL};
 static CU_TestInfo map_tests[] = {{"batch partitioner, sum reducer", test_batch_sum},

@@ -10,6 +10,7 @@
 #include "distmgr/log.h"
 #include "distmgr/manager.h"
 #include "manager/state.h"
+#include "core/fault.h"
 #include "rpc/rpc_internal.h"
 
 dist__rpc_engine dist__rpc;
@@ -73,9 +74,18 @@ static ucs_status_t on_message(void *arg, const void *header, size_t header_leng
                                const ucp_am_recv_param_t *param) {
   (void)arg;
   dist__rpc_header h;
-  if (dist__rpc_check_header(header, header_length, (uint64_t)1 << 40, &h) || h.body_len != length) {
-    dist_log(DIST_LOG_WARN, "remote call: dropped a message: %s",
-              h.body_len != length ? "its body length disagrees with its header" : dist_last_error());
+  if (dist__rpc_check_header(header, header_length, (uint64_t)1 << 40, &h)) {
+    dist_log(DIST_LOG_WARN, "remote call: dropped a message: %s", dist_last_error());
+    return UCS_OK;
+  }
+  if (h.body_len != length) { /* truncated or padded: a request still gets its answer, an error */
+    dist_log(DIST_LOG_WARN, "remote call: a message of %zu bytes whose header says %llu", length,
+             (unsigned long long)h.body_len);
+    if (h.kind == DIST__RPC_REPLY) return UCS_OK;
+    h.body_len = length;
+    h.status = DIST_ERR_CORRUPT; /* serve() answers with the error instead of running it */
+    atomic_fetch_add(&dist__rpc.calls_in, 1);
+    dist__rpc_enqueue(&h, NULL);
     return UCS_OK;
   }
   void *body = body_alloc(length);
@@ -159,6 +169,9 @@ dist_status dist__rpc_send(int to, dist__rpc_out *o, int wait) {
     return dist__error(DIST_ERR_ABORTED, "remote call: worker%d left or died", to);
   }
   o->waited = wait;
+  /* tests: a body that disagrees with its header, a meta part that lies */
+  if (o->h.kind != DIST__RPC_REPLY && o->niov > 1 && dist__fault("rpc_truncate")) o->niov--;
+  if (o->h.kind != DIST__RPC_REPLY && dist__fault("rpc_corrupt")) memset(o->meta, 0xff, 4);
   ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                                            UCP_OP_ATTR_FIELD_DATATYPE,
                            .cb.send = sent,

@@ -149,7 +149,9 @@ static void serve(dist__rpc_job *j) {
   dist_rpc_outputs outs = {0};
   dist__rpc_fn_entry e;
   char msg[1400] = "";
-  dist_status s = dist__rpc_decode(j->body, j->h.body_len, &m);
+  dist_status s = j->body ? dist__rpc_decode(j->body, j->h.body_len, &m)
+                          : dist__error(DIST_ERR_CORRUPT, "remote call: a request of %llu bytes disagreed with its header",
+                                        (unsigned long long)j->h.body_len);
   if (!s) s = dist__rpc_lookup(m.name, m.name_len, &e);
   if (!s && j->h.kind == DIST__RPC_VJP && !e.vjp)
     s = dist__error(DIST_ERR_INVALID_ARGUMENT, "'%.*s' has no registered VJP", (int)m.name_len, m.name);
