@@ -23,7 +23,7 @@ import re
 import subprocess
 import sys
 
-LAYERS = ["core", "launch", "store", "mem", "group", "backend", "manager", "coll", "mapping", "optim", "reducer",
+LAYERS = ["core", "launch", "store", "mem", "group", "backend", "manager", "coll", "mapping", "optim", "reducer", "rpc",
           "fft", "models"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
 # The manager's MPI start-up (initialize and what only it calls) and the

@@ -1,5 +1,5 @@
 /* The UCX side of remote calls: context, worker and endpoints, the progress
- * thread, the active-message handler, sends; dist_rpc_init and shutdown. */
+ * thread, the active-message handler; dist_rpc_init and shutdown. */
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,14 +10,7 @@
 #include "distmgr/log.h"
 #include "distmgr/manager.h"
 #include "manager/state.h"
-#include "core/fault.h"
 #include "rpc/rpc_internal.h"
-
-dist__rpc_engine dist__rpc;
-
-static dist_status ucx_error(ucs_status_t st, const char *what) {
-  return dist__error(DIST_ERR_IO, "UCX %s: %s", what, ucs_status_string(st));
-}
 
 /* ---- receiving ---------------------------------------------------------------- */
 
@@ -62,11 +55,6 @@ static void body_arrived(void *request, ucs_status_t st, size_t length, void *us
   if (request) ucp_request_free(request);
 }
 
-static void *body_alloc(size_t n) {
-  void *p = NULL;
-  return posix_memalign(&p, 64, n ? n : 1) ? NULL : p;
-}
-
 /* Runs inside ucp_worker_progress: short, no waiting. A message that fails
  * its checks is dropped with a log line (a request with a readable header
  * gets an error reply from its executor instead, see serve.c). */
@@ -88,7 +76,7 @@ static ucs_status_t on_message(void *arg, const void *header, size_t header_leng
     dist__rpc_enqueue(&h, NULL);
     return UCS_OK;
   }
-  void *body = body_alloc(length);
+  void *body = dist__rpc_alloc(length);
   if (!body) {
     dist_log(DIST_LOG_WARN, "remote call: dropped a message of %zu bytes: out of memory", length);
     return UCS_OK;
@@ -109,93 +97,6 @@ static ucs_status_t on_message(void *arg, const void *header, size_t header_leng
   if (r == NULL) body_arrived(NULL, UCS_OK, length, p);
   else if (UCS_PTR_IS_ERR(r)) body_arrived(NULL, UCS_PTR_STATUS(r), 0, p);
   return UCS_OK;
-}
-
-/* ---- sending ------------------------------------------------------------------- */
-
-void dist__rpc_out_free(dist__rpc_out *o) {
-  if (!o) return;
-  for (int i = 0; i < o->nowned; i++) free(o->owned[i]);
-  free(o->meta);
-  pthread_mutex_destroy(&o->mu);
-  pthread_cond_destroy(&o->cv);
-  free(o);
-}
-
-static const unsigned char zeros[DIST__RPC_ALIGN];
-
-dist_status dist__rpc_out_new(dist__rpc_kind kind, uint64_t id, dist_status status, const dist__rpc_msg *m,
-                              dist__rpc_out **out) {
-  size_t meta_len, body_len;
-  DIST_CHECK(dist__rpc_encode_meta(m, NULL, 0, &meta_len, &body_len));
-  dist__rpc_out *o = calloc(1, sizeof *o);
-  if (!o || !(o->meta = body_alloc(meta_len))) {
-    free(o);
-    return dist__error(DIST_ERR_NO_MEMORY, "remote call: a message of %zu bytes", meta_len);
-  }
-  pthread_mutex_init(&o->mu, NULL);
-  pthread_cond_init(&o->cv, NULL);
-  DIST_CHECK(dist__rpc_encode_meta(m, o->meta, meta_len, &meta_len, &body_len));
-  o->h = (dist__rpc_header){DIST__RPC_MAGIC, DIST__RPC_VERSION, (uint16_t)kind, id, dist__rpc.rank, status,
-                            body_len};
-  o->iov[o->niov++] = (ucp_dt_iov_t){o->meta, meta_len};
-  for (int i = 0; i < m->ntensors; i++) {
-    size_t n = dist_tensor_nbytes(&m->t[i]);
-    if (n) o->iov[o->niov++] = (ucp_dt_iov_t){m->t[i].data, n};
-    if (dist__rpc_pad(n) > n) o->iov[o->niov++] = (ucp_dt_iov_t){(void *)zeros, dist__rpc_pad(n) - n};
-  }
-  *out = o;
-  return DIST_SUCCESS;
-}
-
-static void sent(void *request, ucs_status_t st, void *user) {
-  dist__rpc_out *o = user;
-  pthread_mutex_lock(&o->mu);
-  o->status = st;
-  o->done = 1;
-  int waited = o->waited;
-  pthread_cond_broadcast(&o->cv);
-  pthread_mutex_unlock(&o->mu);
-  if (st != UCS_OK) dist_log(DIST_LOG_DEBUG, "remote call: a send ended with %s", ucs_status_string(st));
-  if (!waited) { /* nobody waits: the request and the message end here */
-    ucp_request_free(request);
-    dist__rpc_out_free(o);
-  }
-}
-
-dist_status dist__rpc_send(int to, dist__rpc_out *o, int wait) {
-  if (atomic_load(&dist__rpc.dead[to])) {
-    dist__rpc_out_free(o);
-    return dist__error(DIST_ERR_ABORTED, "remote call: worker%d left or died", to);
-  }
-  o->waited = wait;
-  /* tests: a body that disagrees with its header, a meta part that lies */
-  if (o->h.kind != DIST__RPC_REPLY && o->niov > 1 && dist__fault("rpc_truncate")) o->niov--;
-  if (o->h.kind != DIST__RPC_REPLY && dist__fault("rpc_corrupt")) memset(o->meta, 0xff, 4);
-  ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                                           UCP_OP_ATTR_FIELD_DATATYPE,
-                           .cb.send = sent,
-                           .user_data = o,
-                           .datatype = ucp_dt_make_iov()};
-  ucs_status_ptr_t r = ucp_am_send_nbx(dist__rpc.ep[to], DIST__RPC_AM_ID, &o->h, sizeof o->h, o->iov, o->niov, &p);
-  if (r == NULL) {
-    dist__rpc_out_free(o);
-    return DIST_SUCCESS;
-  }
-  if (UCS_PTR_IS_ERR(r)) {
-    dist__rpc_out_free(o);
-    return ucx_error(UCS_PTR_STATUS(r), "send");
-  }
-  ucp_worker_signal(dist__rpc.worker); /* the progress thread moves it on */
-  /* UCX calls `sent` only for a request not freed before it completes. */
-  if (!wait) return DIST_SUCCESS;
-  pthread_mutex_lock(&o->mu);
-  while (!o->done) pthread_cond_wait(&o->cv, &o->mu);
-  ucs_status_t st = o->status;
-  pthread_mutex_unlock(&o->mu);
-  ucp_request_free(r);
-  dist__rpc_out_free(o);
-  return st == UCS_OK ? DIST_SUCCESS : ucx_error(st, "send");
 }
 
 /* ---- the progress thread --------------------------------------------------------- */
@@ -242,7 +143,7 @@ static dist_status exchange_addresses(uint8_t **all, size_t *stride) {
   ucp_address_t *addr;
   size_t len;
   ucs_status_t st = ucp_worker_get_address(dist__rpc.worker, &addr, &len);
-  if (st != UCS_OK) return ucx_error(st, "ucp_worker_get_address");
+  if (st != UCS_OK) return dist__rpc_ucx_error(st, "ucp_worker_get_address");
   int64_t mine = (int64_t)len, most = mine;
   dist_tensor t = dist_tensor_host(&most, DIST_I64, 0, NULL);
   dist_status s = dist_all_reduce(NULL, &t, DIST_MAX);
@@ -275,7 +176,7 @@ static dist_status connect_all(void) {
                           .err_mode = UCP_ERR_HANDLING_MODE_PEER,
                           .err_handler = {peer_failed, (void *)(intptr_t)r}};
     ucs_status_t st = ucp_ep_create(dist__rpc.worker, &ep, &dist__rpc.ep[r]);
-    if (st != UCS_OK) s = ucx_error(st, "ucp_ep_create");
+    if (st != UCS_OK) s = dist__rpc_ucx_error(st, "ucp_ep_create");
   }
   free(all);
   return s;
@@ -288,21 +189,21 @@ static dist_status create_worker(void) {
                     .features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
                     .mt_workers_shared = 1};
   ucs_status_t st = ucp_init(&p, NULL, &dist__rpc.ctx);
-  if (st != UCS_OK) return ucx_error(st, "ucp_init");
+  if (st != UCS_OK) return dist__rpc_ucx_error(st, "ucp_init");
   ucp_worker_params_t w = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE, .thread_mode = UCS_THREAD_MODE_MULTI};
-  if ((st = ucp_worker_create(dist__rpc.ctx, &w, &dist__rpc.worker)) != UCS_OK) return ucx_error(st, "ucp_worker_create");
+  if ((st = ucp_worker_create(dist__rpc.ctx, &w, &dist__rpc.worker)) != UCS_OK) return dist__rpc_ucx_error(st, "ucp_worker_create");
   ucp_worker_attr_t a = {.field_mask = UCP_WORKER_ATTR_FIELD_THREAD_MODE};
-  if ((st = ucp_worker_query(dist__rpc.worker, &a)) != UCS_OK) return ucx_error(st, "ucp_worker_query");
+  if ((st = ucp_worker_query(dist__rpc.worker, &a)) != UCS_OK) return dist__rpc_ucx_error(st, "ucp_worker_query");
   if (a.thread_mode != UCS_THREAD_MODE_MULTI)
     return dist__error(DIST_ERR_UNSUPPORTED, "dist_rpc_init: this UCX has no multi-threaded worker (--enable-mt)");
-  if ((st = ucp_worker_get_efd(dist__rpc.worker, &dist__rpc.efd)) != UCS_OK) return ucx_error(st, "ucp_worker_get_efd");
+  if ((st = ucp_worker_get_efd(dist__rpc.worker, &dist__rpc.efd)) != UCS_OK) return dist__rpc_ucx_error(st, "ucp_worker_get_efd");
   ucp_am_handler_param_t h = {.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
                                             UCP_AM_HANDLER_PARAM_FIELD_FLAGS,
                               .id = DIST__RPC_AM_ID,
                               .cb = on_message,
                               .flags = UCP_AM_FLAG_WHOLE_MSG};
   if ((st = ucp_worker_set_am_recv_handler(dist__rpc.worker, &h)) != UCS_OK)
-    return ucx_error(st, "ucp_worker_set_am_recv_handler");
+    return dist__rpc_ucx_error(st, "ucp_worker_set_am_recv_handler");
   return DIST_SUCCESS;
 }
 

@@ -104,7 +104,11 @@ dist_status dist__rpc_lookup(const char *name, size_t len, dist__rpc_fn_entry *o
 uint64_t dist__rpc_registry_hash(int *count);
 dist_status dist__rpc_registry_name(int i, char *buf, size_t cap);
 
-/* engine.c: sends header + meta + tensors (and frees `o` when done). With
+/* send.c: UCX's status as a distmgr error; 64-byte aligned memory. */
+dist_status dist__rpc_ucx_error(ucs_status_t st, const char *what);
+void *dist__rpc_alloc(size_t n);
+
+/* send.c: sends header + meta + tensors (and frees `o` when done). With
  * wait, returns only once the tensors' memory may be reused. */
 dist_status dist__rpc_send(int to, dist__rpc_out *o, int wait);
 /* A message for header kind/id/status and message m (its meta encoded). */
@@ -134,7 +138,7 @@ int dist__inflight_count(void);
 /* outputs.c */
 void dist__rpc_outputs_free(dist_rpc_outputs *o);
 
-/* call.c: a call of `kind` (a function or its VJP), its arguments checked. */
+/* request.c: a call of `kind` (a function or its VJP), its arguments checked. */
 dist_status dist__rpc_call(dist__rpc_kind kind, int to, const char *name, const dist_tensor *args, int nargs,
                            const void *opts, size_t opts_bytes, dist_future **out);
 

@@ -1,0 +1,45 @@
+/* What a remote function answers with: output tensors the library
+ * allocates, and its error message. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rpc/rpc_internal.h"
+
+dist_status dist_rpc_output(dist_rpc_outputs *out, dist_dtype dtype, int ndim, const int64_t *shape,
+                            dist_tensor *t) {
+  if (!out || !t || (ndim && !shape)) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_rpc_output: NULL argument");
+  if (out->n == DIST_RPC_MAX_ARGS)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_rpc_output: more than %d outputs", DIST_RPC_MAX_ARGS);
+  if (!dist_dtype_size(dtype) || ndim < 0 || ndim > DIST_TENSOR_MAX_DIMS)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_rpc_output: dtype %d with %d dims", (int)dtype, ndim);
+  size_t n = dist_dtype_size(dtype);
+  for (int d = 0; d < ndim; d++) {
+    if (shape[d] < 0 || (shape[d] && n > SIZE_MAX / 2 / (size_t)shape[d]))
+      return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_rpc_output: extent %lld in dim %d", (long long)shape[d], d);
+    n *= (size_t)shape[d];
+  }
+  void *mem = NULL;
+  if (posix_memalign(&mem, 64, n ? n : 1))
+    return dist__error(DIST_ERR_NO_MEMORY, "dist_rpc_output: %zu bytes", n);
+  out->mem[out->n] = mem;
+  out->t[out->n] = dist_tensor_host(n ? mem : NULL, dtype, ndim, shape);
+  *t = out->t[out->n++];
+  return DIST_SUCCESS;
+}
+
+void dist__rpc_outputs_free(dist_rpc_outputs *o) {
+  for (int i = 0; i < o->n; i++) free(o->mem[i]);
+  memset(o, 0, sizeof *o);
+}
+
+dist_status dist_rpc_fail(dist_status status, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return dist__error(status ? status : DIST_ERR_INTERNAL, "%s", msg);
+}
+

@@ -1,0 +1,100 @@
+/* Registered functions: names, functions and VJPs, and the collective check
+ * that every rank registered the same. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/hash.h"
+#include "distmgr/coll.h"
+#include "rpc/rpc_internal.h"
+
+#define REGISTRY_MAX 256
+static dist__rpc_fn_entry registry[REGISTRY_MAX];
+static int registered;
+static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static dist_status check_name(const char *name, const char *what) {
+  if (!name || !*name) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: no function name", what);
+  if (strlen(name) > DIST_RPC_MAX_NAME)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: name '%.20s...' is longer than %d bytes", what, name,
+                       DIST_RPC_MAX_NAME);
+  return DIST_SUCCESS;
+}
+
+static int find(const char *name, size_t len) {
+  for (int i = 0; i < registered; i++)
+    if (strlen(registry[i].name) == len && !memcmp(registry[i].name, name, len)) return i;
+  return -1;
+}
+
+dist_status dist_rpc_register(const char *name, dist_rpc_fn fn, void *user) {
+  DIST_CHECK(check_name(name, "dist_rpc_register"));
+  if (!fn) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_rpc_register: '%s' has no function", name);
+  dist_status s = DIST_SUCCESS;
+  pthread_mutex_lock(&registry_mu);
+  if (find(name, strlen(name)) >= 0)
+    s = dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_rpc_register: '%s' is registered already", name);
+  else if (registered == REGISTRY_MAX)
+    s = dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_rpc_register: more than %d functions", REGISTRY_MAX);
+  else {
+    dist__rpc_fn_entry *e = &registry[registered];
+    memset(e, 0, sizeof *e);
+    snprintf(e->name, sizeof e->name, "%s", name);
+    e->fn = fn;
+    e->user = user;
+    registered++;
+  }
+  pthread_mutex_unlock(&registry_mu);
+  return s;
+}
+
+dist_status dist_rpc_register_vjp(const char *name, dist_rpc_fn vjp, void *user) {
+  DIST_CHECK(check_name(name, "dist_rpc_register_vjp"));
+  if (!vjp) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_rpc_register_vjp: '%s' has no function", name);
+  pthread_mutex_lock(&registry_mu);
+  int i = find(name, strlen(name));
+  if (i >= 0) registry[i].vjp = vjp, registry[i].vjp_user = user;
+  pthread_mutex_unlock(&registry_mu);
+  if (i < 0) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_rpc_register_vjp: register '%s' first", name);
+  return DIST_SUCCESS;
+}
+
+dist_status dist__rpc_lookup(const char *name, size_t len, dist__rpc_fn_entry *out) {
+  pthread_mutex_lock(&registry_mu);
+  int i = find(name, len);
+  if (i >= 0) *out = registry[i];
+  pthread_mutex_unlock(&registry_mu);
+  if (i < 0) return dist__error(DIST_ERR_INVALID_ARGUMENT, "no function '%.*s' is registered", (int)len, name);
+  return DIST_SUCCESS;
+}
+
+/* Names (with whether each has a VJP) in a hash that does not depend on the
+ * order of registration: a sum of per-name hashes. */
+static uint64_t entry_hash(const dist__rpc_fn_entry *e) {
+  uint64_t h = dist__hash(DIST__HASH_SEED, e->name, strlen(e->name));
+  return e->vjp ? h * 31 + 7 : h;
+}
+
+dist_status dist_rpc_check_registry(void) {
+  pthread_mutex_lock(&registry_mu);
+  int64_t mine[2] = {registered, 0};
+  for (int i = 0; i < registered; i++) mine[1] = (int64_t)((uint64_t)mine[1] + entry_hash(&registry[i]));
+  pthread_mutex_unlock(&registry_mu);
+  int64_t lo[2] = {mine[0], mine[1]}, hi[2] = {mine[0], mine[1]};
+  int64_t two = 2;
+  dist_tensor a = dist_tensor_host(lo, DIST_I64, 1, &two), b = dist_tensor_host(hi, DIST_I64, 1, &two);
+  DIST_CHECK(dist_all_reduce(NULL, &a, DIST_MIN));
+  DIST_CHECK(dist_all_reduce(NULL, &b, DIST_MAX));
+  if (lo[0] == hi[0] && lo[1] == hi[1]) return DIST_SUCCESS;
+  /* Which rank differs from rank 0: the lowest whose (count, hash) is not rank 0's. */
+  int64_t ref[2] = {mine[0], mine[1]};
+  dist_tensor r = dist_tensor_host(ref, DIST_I64, 1, &two);
+  DIST_CHECK(dist_broadcast(NULL, &r, 0));
+  int64_t who = (mine[0] != ref[0] || mine[1] != ref[1]) ? dist__rpc.rank : INT64_MAX;
+  dist_tensor w = dist_tensor_host(&who, DIST_I64, 0, NULL);
+  DIST_CHECK(dist_all_reduce(NULL, &w, DIST_MIN));
+  return dist__error(DIST_ERR_MISMATCH,
+                     "remote calls: worker%lld registered other functions than worker0 (%lld functions against "
+                     "%lld, or other names or VJPs)",
+                     (long long)who, (long long)(who == dist__rpc.rank ? mine[0] : -1), (long long)ref[0]);
+}
+

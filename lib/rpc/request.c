@@ -1,0 +1,36 @@
+/* Sending a request and registering its future (calls and VJP calls). */
+#include <stdio.h>
+#include <string.h>
+
+#include "rpc/rpc_internal.h"
+
+/* A call of `kind` (a function or its VJP). */
+dist_status dist__rpc_call(dist__rpc_kind kind, int to, const char *name, const dist_tensor *args, int nargs,
+                           const void *opts, size_t opts_bytes, dist_future **out) {
+  dist__rpc_msg m = {name, strlen(name), nargs, {{0}}, opts, opts_bytes};
+  if (nargs) memcpy(m.t, args, sizeof *args * (size_t)nargs);
+  dist_future *f = dist__future_new();
+  if (!f) return dist__error(DIST_ERR_NO_MEMORY, "remote call: a future");
+  f->id = atomic_fetch_add(&dist__rpc.next_id, 1);
+  f->to = to;
+  dist__rpc_out *o;
+  dist_status s = dist__rpc_out_new(kind, f->id, DIST_SUCCESS, &m, &o);
+  if (s) return dist__future_release(f), s;
+  atomic_fetch_add(&dist__rpc.calls_out, 1);
+  dist__inflight_add(f);
+  s = dist__rpc_send(to, o, 1);
+  if (s) { /* never sent: out of the table again (unless a failure took it) */
+    char msg[1024];
+    snprintf(msg, sizeof msg, "remote call '%s' to worker%d: %s", name, to, dist_last_error());
+    dist_future *g = dist__inflight_take(f->id);
+    if (g) {
+      atomic_fetch_sub(&dist__rpc.calls_out, 1);
+      dist__future_release(g);
+    }
+    dist__future_release(f);
+    return dist__error(s, "%s", msg);
+  }
+  *out = f;
+  return DIST_SUCCESS;
+}
+

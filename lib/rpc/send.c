@@ -1,0 +1,102 @@
+/* Messages out: a header, the meta part and the tensors' own memory as one
+ * UCX iov send (no copy of the tensors), freed when UCX is done with them. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fault.h"
+#include "rpc/rpc_internal.h"
+
+dist_status dist__rpc_ucx_error(ucs_status_t st, const char *what) {
+  return dist__error(DIST_ERR_IO, "UCX %s: %s", what, ucs_status_string(st));
+}
+
+void *dist__rpc_alloc(size_t n) {
+  void *p = NULL;
+  return posix_memalign(&p, 64, n ? n : 1) ? NULL : p;
+}
+
+void dist__rpc_out_free(dist__rpc_out *o) {
+  if (!o) return;
+  for (int i = 0; i < o->nowned; i++) free(o->owned[i]);
+  free(o->meta);
+  pthread_mutex_destroy(&o->mu);
+  pthread_cond_destroy(&o->cv);
+  free(o);
+}
+
+static const unsigned char zeros[DIST__RPC_ALIGN];
+
+dist_status dist__rpc_out_new(dist__rpc_kind kind, uint64_t id, dist_status status, const dist__rpc_msg *m,
+                              dist__rpc_out **out) {
+  size_t meta_len, body_len;
+  DIST_CHECK(dist__rpc_encode_meta(m, NULL, 0, &meta_len, &body_len));
+  dist__rpc_out *o = calloc(1, sizeof *o);
+  if (!o || !(o->meta = dist__rpc_alloc(meta_len))) {
+    free(o);
+    return dist__error(DIST_ERR_NO_MEMORY, "remote call: a message of %zu bytes", meta_len);
+  }
+  pthread_mutex_init(&o->mu, NULL);
+  pthread_cond_init(&o->cv, NULL);
+  DIST_CHECK(dist__rpc_encode_meta(m, o->meta, meta_len, &meta_len, &body_len));
+  o->h = (dist__rpc_header){DIST__RPC_MAGIC, DIST__RPC_VERSION, (uint16_t)kind, id, dist__rpc.rank, status,
+                            body_len};
+  o->iov[o->niov++] = (ucp_dt_iov_t){o->meta, meta_len};
+  for (int i = 0; i < m->ntensors; i++) {
+    size_t n = dist_tensor_nbytes(&m->t[i]);
+    if (n) o->iov[o->niov++] = (ucp_dt_iov_t){m->t[i].data, n};
+    if (dist__rpc_pad(n) > n) o->iov[o->niov++] = (ucp_dt_iov_t){(void *)zeros, dist__rpc_pad(n) - n};
+  }
+  *out = o;
+  return DIST_SUCCESS;
+}
+
+static void sent(void *request, ucs_status_t st, void *user) {
+  dist__rpc_out *o = user;
+  pthread_mutex_lock(&o->mu);
+  o->status = st;
+  o->done = 1;
+  int waited = o->waited;
+  pthread_cond_broadcast(&o->cv);
+  pthread_mutex_unlock(&o->mu);
+  if (st != UCS_OK) dist_log(DIST_LOG_DEBUG, "remote call: a send ended with %s", ucs_status_string(st));
+  if (!waited) { /* nobody waits: the request and the message end here */
+    ucp_request_free(request);
+    dist__rpc_out_free(o);
+  }
+}
+
+dist_status dist__rpc_send(int to, dist__rpc_out *o, int wait) {
+  if (atomic_load(&dist__rpc.dead[to])) {
+    dist__rpc_out_free(o);
+    return dist__error(DIST_ERR_ABORTED, "remote call: worker%d left or died", to);
+  }
+  o->waited = wait;
+  /* tests: a body that disagrees with its header, a meta part that lies */
+  if (o->h.kind != DIST__RPC_REPLY && o->niov > 1 && dist__fault("rpc_truncate")) o->niov--;
+  if (o->h.kind != DIST__RPC_REPLY && dist__fault("rpc_corrupt")) memset(o->meta, 0xff, 4);
+  ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                                           UCP_OP_ATTR_FIELD_DATATYPE,
+                           .cb.send = sent,
+                           .user_data = o,
+                           .datatype = ucp_dt_make_iov()};
+  ucs_status_ptr_t r = ucp_am_send_nbx(dist__rpc.ep[to], DIST__RPC_AM_ID, &o->h, sizeof o->h, o->iov, o->niov, &p);
+  if (r == NULL) {
+    dist__rpc_out_free(o);
+    return DIST_SUCCESS;
+  }
+  if (UCS_PTR_IS_ERR(r)) {
+    dist__rpc_out_free(o);
+    return dist__rpc_ucx_error(UCS_PTR_STATUS(r), "send");
+  }
+  ucp_worker_signal(dist__rpc.worker); /* the progress thread moves it on */
+  /* UCX calls `sent` only for a request not freed before it completes. */
+  if (!wait) return DIST_SUCCESS;
+  pthread_mutex_lock(&o->mu);
+  while (!o->done) pthread_cond_wait(&o->cv, &o->mu);
+  ucs_status_t st = o->status;
+  pthread_mutex_unlock(&o->mu);
+  ucp_request_free(r);
+  dist__rpc_out_free(o);
+  return st == UCS_OK ? DIST_SUCCESS : dist__rpc_ucx_error(st, "send");
+}
+
