@@ -2,7 +2,8 @@
  * last rank leaves without a word after dist_rpc_init; every other rank's
  * call to it fails within DIST_TIMEOUT with a message naming it, and calls
  * among the living still work. Prints one "survived: ..." line per live
- * rank, exits 0 there (without a shutdown, which the dead rank cannot join). */
+ * rank, exits 0 there (without a shutdown, which the dead rank cannot join).
+ * RPC_PEER_DIES_WARM=1 uses every endpoint first. */
 #include <distmgr.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -34,6 +35,16 @@ int main(void) {
   if (dist_manager_initialize() || dist_manager_rank(&r) || dist_manager_world_size(&w) ||
       dist_rpc_register("echo", echo, NULL) || dist_rpc_register("done", done, NULL) || dist_rpc_init())
     return fprintf(stderr, "rpc_peer_dies: %s\n", dist_last_error()), 1;
+  /* RPC_PEER_DIES_WARM=1: every endpoint in use before the death (shared
+   * memory on one node then notices nothing: the call ends at DIST_TIMEOUT). */
+  for (int to = 0; getenv("RPC_PEER_DIES_WARM") && to < w; to++) {
+    double y = 0;
+    int64_t n1 = 1;
+    dist_future *g = NULL;
+    dist_tensor b = dist_tensor_host(&y, DIST_F64, 1, &n1);
+    if (dist_rpc_call_sync(to, "echo", &b, 1, NULL, 0, &g)) return fprintf(stderr, "warm-up: %s\n", dist_last_error()), 1;
+    dist_future_free(g);
+  }
   if (dist_rpc_barrier()) return fprintf(stderr, "rpc_peer_dies: barrier: %s\n", dist_last_error()), 1;
   if (r == w - 1) _exit(0); /* gone: no finalize, no shutdown */
   struct timespec nap = {0, 300 * 1000 * 1000};

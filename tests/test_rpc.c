@@ -10,8 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#include "core/fault.h" /* dist__fault_site: a request sent malformed */
+#include "core/fault.h"        /* dist__fault_site: a request sent malformed */
+#include "rpc/rpc_internal.h" /* dist__rpc.timeout: a short DIST_TIMEOUT for one test */
 #include "cunit_mpi.h"
 
 static int R, W;
@@ -680,6 +682,22 @@ static void test_shutdown(void) {
   OK(dist_rpc_call_sync((R + 1) % W, "scale", &a, 1, &s, sizeof s, &f));
   CU_ASSERT_EQUAL(((const double *)dist_future_output(f, 0)->data)[0], 1.0 + R);
   dist_future_free(f);
+  /* Rank 0 still calls for 3 of DIST_TIMEOUT's while the others wait in
+   * shutdown: they wait (pinging it), and nobody's call fails. */
+  dist__rpc.timeout = 0.4;
+  if (R == 0) {
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int calls = 0, bad = 0;
+    do {
+      bad += dist_rpc_call_sync(W - 1, "scale", &a, 1, &s, sizeof s, &f) != DIST_SUCCESS;
+      dist_future_free(f);
+      calls++;
+      clock_gettime(CLOCK_MONOTONIC, &t);
+    } while ((t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) / 1e9 < 1.2);
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT(calls > 0);
+  }
   OK(dist_rpc_shutdown());
 }
 

@@ -164,20 +164,42 @@ static dist_status exchange_addresses(uint8_t **all, size_t *stride) {
   return DIST_SUCCESS;
 }
 
+/* Every rank's node (the manager's numbering). */
+static dist_status exchange_nodes(int64_t **nodes) {
+  int node = 0;
+  DIST_CHECK(dist_manager_node(&node));
+  int64_t mine = node, n = dist__rpc.size;
+  *nodes = calloc((size_t)n, sizeof **nodes);
+  if (!*nodes) return dist__error(DIST_ERR_NO_MEMORY, "dist_rpc_init: node table");
+  int64_t one = 1;
+  dist_tensor a = dist_tensor_host(&mine, DIST_I64, 1, &one), b = dist_tensor_host(*nodes, DIST_I64, 1, &n);
+  return dist_all_gather_v(NULL, &a, &b, 0, NULL);
+}
+
+/* UCX's peer-failure mode rules out its shared-memory and self transports
+ * ("no peer failure handler"), which would put every call on a node over
+ * TCP loopback. So endpoints on this node take shared memory without it (a
+ * dead neighbour's calls end at DIST_TIMEOUT), endpoints to other nodes
+ * detect a dead peer at once. */
 static dist_status connect_all(void) {
   uint8_t *all = NULL;
   size_t stride = 0;
+  int64_t *nodes = NULL;
   DIST_CHECK(exchange_addresses(&all, &stride));
-  dist_status s = DIST_SUCCESS;
+  dist_status s = exchange_nodes(&nodes);
   for (int r = 0; r < dist__rpc.size && !s; r++) {
-    ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                                        UCP_EP_PARAM_FIELD_ERR_HANDLER,
+    int here = nodes[r] == nodes[dist__rpc.rank];
+    ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
                           .address = (const ucp_address_t *)(all + (size_t)r * stride),
-                          .err_mode = UCP_ERR_HANDLING_MODE_PEER,
-                          .err_handler = {peer_failed, (void *)(intptr_t)r}};
+                          .err_mode = here ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER};
+    if (!here) {
+      ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
+      ep.err_handler = (ucp_err_handler_t){peer_failed, (void *)(intptr_t)r};
+    }
     ucs_status_t st = ucp_ep_create(dist__rpc.worker, &ep, &dist__rpc.ep[r]);
     if (st != UCS_OK) s = dist__rpc_ucx_error(st, "ucp_ep_create");
   }
+  free(nodes);
   free(all);
   return s;
 }
@@ -234,6 +256,7 @@ static void teardown(void) {
   if (dist__rpc.worker) close_endpoints();
   free(dist__rpc.ep);
   free(dist__rpc.dead);
+  free(dist__rpc.arrived);
   if (dist__rpc.worker) ucp_worker_destroy(dist__rpc.worker);
   if (dist__rpc.ctx) ucp_cleanup(dist__rpc.ctx);
   pthread_mutex_destroy(&dist__rpc.fmu);
@@ -241,6 +264,8 @@ static void teardown(void) {
 }
 
 int dist_rpc_is_initialized(void) { return dist__rpc.on; }
+
+static dist_status register_own(void);
 
 /* Every rank's outcome of a step of init, so that none goes on alone. */
 static dist_status agree(dist_status mine, const char *what) {
@@ -266,7 +291,9 @@ dist_status dist_rpc_init(void) {
   dist_status s = DIST_SUCCESS;
   dist__rpc.ep = calloc((size_t)dist__rpc.size, sizeof *dist__rpc.ep);
   dist__rpc.dead = calloc((size_t)dist__rpc.size, sizeof *dist__rpc.dead);
-  if (!dist__rpc.ep || !dist__rpc.dead) s = dist__error(DIST_ERR_NO_MEMORY, "dist_rpc_init: endpoints");
+  dist__rpc.arrived = calloc((size_t)dist__rpc.size, sizeof *dist__rpc.arrived);
+  if (!dist__rpc.ep || !dist__rpc.dead || !dist__rpc.arrived) s = dist__error(DIST_ERR_NO_MEMORY, "dist_rpc_init: endpoints");
+  if (!s) s = register_own();
   if (!s) s = create_worker();
   s = agree(s, "dist_rpc_init (UCX worker)");
   if (!s) s = agree(connect_all(), "dist_rpc_init (endpoints)");
@@ -283,27 +310,87 @@ dist_status dist_rpc_init(void) {
   return DIST_SUCCESS;
 }
 
-dist_status dist_rpc_shutdown(void) {
-  if (!dist__rpc.on) return dist__error(DIST_ERR_NOT_INITIALIZED, "dist_rpc_shutdown: remote calls are not running");
-  /* Until a round finds no call in flight anywhere (made or being served). */
-  double t0 = now_us();
-  dist_status s;
-  for (;;) {
-    int64_t busy = atomic_load(&dist__rpc.calls_out) + atomic_load(&dist__rpc.calls_in);
-    dist_tensor t = dist_tensor_host(&busy, DIST_I64, 0, NULL);
-    if ((s = dist_all_reduce(NULL, &t, DIST_SUM)) || busy == 0) break;
-    if (dist__rpc.timeout > 0 && now_us() - t0 > dist__rpc.timeout * 1e6) {
-      s = dist__error(DIST_ERR_TIMEOUT, "dist_rpc_shutdown: %lld call(s) still in flight after DIST_TIMEOUT",
-                      (long long)busy);
+/* ---- shutdown: arrivals told through remote calls -------------------------------- */
+
+#define ARRIVE "__dist_rpc_arrive"
+#define PING "__dist_rpc_ping"
+
+static dist_status fn_arrive(const dist_rpc_args *in, dist_rpc_outputs *out, void *user) {
+  (void)out, (void)user;
+  if (in->caller >= 0 && in->caller < dist__rpc.size) atomic_store(&dist__rpc.arrived[in->caller], 1);
+  return DIST_SUCCESS;
+}
+static dist_status fn_ping(const dist_rpc_args *in, dist_rpc_outputs *out, void *user) {
+  (void)in, (void)out, (void)user;
+  return DIST_SUCCESS;
+}
+
+/* The library's own functions, registered once per process on every rank. */
+static dist_status register_own(void) {
+  dist__rpc_fn_entry e;
+  if (dist__rpc_lookup(ARRIVE, strlen(ARRIVE), &e)) DIST_CHECK(dist_rpc_register(ARRIVE, fn_arrive, NULL));
+  if (dist__rpc_lookup(PING, strlen(PING), &e)) DIST_CHECK(dist_rpc_register(PING, fn_ping, NULL));
+  return DIST_SUCCESS;
+}
+
+static dist_status call_own(int to, const char *name) {
+  dist_future *f = NULL;
+  dist_status s = dist__rpc_call(DIST__RPC_REQUEST, to, name, NULL, 0, NULL, 0, &f);
+  if (!s) s = dist_future_wait(f);
+  dist_future_free(f);
+  return s;
+}
+
+static void nap_ms(long ms) {
+  struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&t, NULL);
+}
+
+/* Each rank first waits for its own calls (each bounded by DIST_TIMEOUT, as
+ * their futures), tells every rank it arrived, and waits with no deadline for
+ * everyone's word, as torch's graceful shutdown: a rank still working is
+ * fine. Each DIST_TIMEOUT without news, the ranks missing are pinged (their
+ * executors answer while they compute); one that does not answer ends the
+ * wait with its name. Once all have arrived nothing is in flight anywhere. */
+static dist_status drain(void) {
+  double t0 = now_us(), limit = dist__rpc.timeout > 0 ? dist__rpc.timeout * 1e6 : 0;
+  while (atomic_load(&dist__rpc.calls_out) > 0) {
+    if (limit && now_us() - t0 > limit) {
+      dist__inflight_fail(-1, DIST_ERR_TIMEOUT, "abandoned by dist_rpc_shutdown after DIST_TIMEOUT");
       break;
     }
-    struct timespec nap = {0, 1000000};
-    nanosleep(&nap, NULL);
+    nap_ms(1);
   }
+  for (int r = 0; r < dist__rpc.size; r++) {
+    dist_status s = call_own(r, ARRIVE);
+    if (s) return dist__error(s, "dist_rpc_shutdown: telling worker%d: %s", r, dist_last_error());
+  }
+  double last = now_us();
+  for (;;) {
+    int missing = -1;
+    for (int r = 0; r < dist__rpc.size && missing < 0; r++)
+      if (!atomic_load(&dist__rpc.arrived[r])) missing = r;
+    if (missing < 0) return DIST_SUCCESS;
+    if (limit && now_us() - last > limit) {
+      dist_status s = call_own(missing, PING);
+      if (s) return dist__error(DIST_ERR_ABORTED, "dist_rpc_shutdown: worker%d stopped answering while the others waited: %s",
+                                missing, dist_last_error());
+      dist_log(DIST_LOG_DEBUG, "dist_rpc_shutdown: worker%d is alive and has not arrived yet", missing);
+      last = now_us();
+    }
+    nap_ms(1);
+  }
+}
+
+dist_status dist_rpc_shutdown(void) {
+  if (!dist__rpc.on) return dist__error(DIST_ERR_NOT_INITIALIZED, "dist_rpc_shutdown: remote calls are not running");
+  dist_status s = drain();
   char msg[1024];
   snprintf(msg, sizeof msg, "%s", s ? dist_last_error() : "");
   dist__rpc.on = 0;
-  dist_status b = dist_barrier(NULL); /* nobody closes an endpoint a peer still flushes to */
+  /* Everyone has arrived (or one failed: then the others are told by the
+   * collective's own failure, as in any collective). */
+  dist_status b = dist_barrier(NULL);
   teardown();
   if (s) return dist__error(s, "%s", msg);
   return b;

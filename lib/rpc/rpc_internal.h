@@ -95,6 +95,7 @@ typedef struct dist__rpc_engine {
   dist_future *inflight;
   atomic_uint_fast64_t next_id;
   atomic_long calls_out, calls_in;
+  atomic_int *arrived; /* per rank: it entered dist_rpc_shutdown */
 } dist__rpc_engine;
 
 extern dist__rpc_engine dist__rpc;

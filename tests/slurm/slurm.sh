@@ -47,7 +47,7 @@ check() {
 
 SRUN="srun --mpi=$pmi --overcommit -n"
 for np in 2 4; do
-  for t in test_groups test_adopt; do
+  for t in test_groups test_adopt test_rpc; do
     out=$(LAUNCHER="$SRUN" TEST_TIMEOUT=120 sh "$here/../mpi-launch.sh" "$B/tests/$t-np$np.mpi" 2>&1)
     check "srun -n $np $t" 1 "^$t: 0 failure\(s\) over $np rank\(s\)" "$out"
   done
