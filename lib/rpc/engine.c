@@ -82,7 +82,7 @@ static ucs_status_t on_message(void *arg, const void *header, size_t header_leng
     return UCS_OK;
   }
   if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
-    memcpy(body, data, length);
+    if (length) memcpy(body, data, length);
     deliver(&h, body);
     return UCS_OK;
   }

@@ -12,7 +12,7 @@ typedef struct cursor {
 } cursor;
 
 static void put(cursor *c, const void *p, size_t n) {
-  if (c->w && c->at + n <= c->cap) memcpy(c->w + c->at, p, n);
+  if (c->w && n && c->at + n <= c->cap) memcpy(c->w + c->at, p, n);
   c->at += n;
 }
 
