@@ -107,7 +107,7 @@ static double now_us(void) {
   return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
 }
 
-/* Progress while there is work; after 100 us without any, sleep on UCX's
+/* Progress while there is work; after DIST__RPC_SPIN_US without any, sleep on UCX's
  * wakeup fd (ucp_worker_signal wakes it for sends and for stopping). */
 static void *progress_main(void *arg) {
   (void)arg;
@@ -117,7 +117,7 @@ static void *progress_main(void *arg) {
       idle_since = now_us();
       continue;
     }
-    if (now_us() - idle_since < 100) continue;
+    if (now_us() - idle_since < DIST__RPC_SPIN_US) continue;
     ucs_status_t st = ucp_worker_arm(dist__rpc.worker);
     if (st == UCS_ERR_BUSY) continue;
     struct pollfd pfd = {dist__rpc.efd, POLLIN, 0};
@@ -210,7 +210,16 @@ static dist_status create_worker(void) {
   ucp_params_t p = {.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED,
                     .features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
                     .mt_workers_shared = 1};
-  ucs_status_t st = ucp_init(&p, NULL, &dist__rpc.ctx);
+  /* A multi-threaded worker's lock is a spinlock by default: with callers,
+   * executors and the progress thread contending on few cores, waiters spun
+   * out their time slices (40 % of samples, bench/RESULTS.md "bench/rpc").
+   * A mutex, unless the user chose (UCX_USE_MT_MUTEX). */
+  ucp_config_t *cfg = NULL;
+  ucs_status_t st = ucp_config_read(NULL, NULL, &cfg);
+  if (st != UCS_OK) return dist__rpc_ucx_error(st, "ucp_config_read");
+  if (!getenv("UCX_USE_MT_MUTEX")) (void)ucp_config_modify(cfg, "USE_MT_MUTEX", "y");
+  st = ucp_init(&p, cfg, &dist__rpc.ctx);
+  ucp_config_release(cfg);
   if (st != UCS_OK) return dist__rpc_ucx_error(st, "ucp_init");
   ucp_worker_params_t w = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE, .thread_mode = UCS_THREAD_MODE_MULTI};
   if ((st = ucp_worker_create(dist__rpc.ctx, &w, &dist__rpc.worker)) != UCS_OK) return dist__rpc_ucx_error(st, "ucp_worker_create");

@@ -88,13 +88,16 @@ int dist_future_test(const dist_future *f) { return f && atomic_load(&((dist_fut
 /* Waits for done with the deadline of DIST_TIMEOUT (0: none). */
 static dist_status wait_done(dist_future *f, const char *what) {
   if (!f) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: NULL future", what);
-  /* A short spin first: a reply that is microseconds away skips the sleep. */
+  /* The waiter progresses the worker itself for a while (its reply is then
+   * handled on this thread, no wake-up of the progress thread and back),
+   * then sleeps until the progress thread completes the call. */
   struct timespec t0, now;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (int i = 0; !settled(f); i++) {
-    if ((i & 63) == 0) {
+    if (dist__rpc.worker) ucp_worker_progress(dist__rpc.worker);
+    if ((i & 15) == 0) {
       clock_gettime(CLOCK_MONOTONIC, &now);
-      if ((now.tv_sec - t0.tv_sec) * 1e6 + (now.tv_nsec - t0.tv_nsec) / 1e3 > 50) break;
+      if ((now.tv_sec - t0.tv_sec) * 1e6 + (now.tv_nsec - t0.tv_nsec) / 1e3 > DIST__RPC_SPIN_US) break;
     }
   }
   if (settled(f)) return DIST_SUCCESS;

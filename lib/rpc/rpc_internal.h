@@ -11,7 +11,10 @@
 #include "distmgr/rpc.h"
 #include "rpc/wire.h"
 
-#define DIST__RPC_AM_ID 0x44 /* one active-message id; the header's kind tells messages apart */
+#define DIST__RPC_AM_ID 0x44
+/* How long a waiting caller, and the progress thread after its last event,
+ * poll the worker before they sleep. */
+#define DIST__RPC_SPIN_US 200 /* one active-message id; the header's kind tells messages apart */
 
 /* A message on its way out: it owns its header, meta part and (replies) the
  * output tensors until UCX reports the send complete. */
