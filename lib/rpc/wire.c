@@ -11,9 +11,16 @@ typedef struct cursor {
   size_t at, cap;
 } cursor;
 
+/* Appends n bytes of p (NULL when n is 0: a reply's name, absent options). */
 static void put(cursor *c, const void *p, size_t n) {
-  if (c->w && n && c->at + n <= c->cap) memcpy(c->w + c->at, p, n);
+  if (n && c->w && c->at + n <= c->cap) memcpy(c->w + c->at, p, n);
   c->at += n;
+}
+
+/* Zeros up to the next multiple of a (at most 8): no stale bytes on the wire. */
+static void put_align(cursor *c, size_t a) {
+  static const unsigned char zeros[8];
+  put(c, zeros, ((c->at + a - 1) & ~(a - 1)) - c->at);
 }
 
 static size_t data_bytes(const dist_tensor *t) {
@@ -37,7 +44,7 @@ dist_status dist__rpc_encode_meta(const dist__rpc_msg *m, void *buf, size_t cap,
   uint32_t u = (uint32_t)m->name_len;
   put(&c, &u, 4);
   put(&c, m->name, m->name_len);
-  c.at = (c.at + 3) & ~(size_t)3;
+  put_align(&c, 4);
   u = (uint32_t)m->ntensors;
   put(&c, &u, 4);
   size_t data = 0;
@@ -48,11 +55,11 @@ dist_status dist__rpc_encode_meta(const dist__rpc_msg *m, void *buf, size_t cap,
                          (int)t->dtype, t->ndim);
     uint32_t d[2] = {(uint32_t)t->dtype, (uint32_t)t->ndim};
     put(&c, d, 8);
-    c.at = (c.at + 7) & ~(size_t)7;
+    put_align(&c, 8);
     put(&c, t->shape, 8 * (size_t)t->ndim);
     data += dist__rpc_pad(data_bytes(t));
   }
-  c.at = (c.at + 7) & ~(size_t)7;
+  put_align(&c, 8);
   uint64_t x = m->extra_len;
   put(&c, &x, 8);
   put(&c, m->extra, m->extra_len);

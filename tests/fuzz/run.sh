@@ -15,7 +15,7 @@
 here=$(cd "$(dirname "$0")" && pwd)
 build=${top_builddir:-.}/tests/fuzz
 time=${FUZZ_TIME:-10}
-targets=${*:-fuzz_safetensors fuzz_launch fuzz_settings fuzz_store}
+targets=${*:-fuzz_safetensors fuzz_launch fuzz_settings fuzz_store fuzz_rpc}
 
 for t in $targets; do
   if [ ! -x "$build/$t" ]; then

@@ -1,0 +1,760 @@
+/* The message codec of remote calls (lib/rpc/wire.c): round trips of
+ * requests and replies with 0 to DIST_RPC_MAX_ARGS tensors of every dtype and
+ * rank (0-d scalars and zero-sized tensors included), with and without a name
+ * and extra bytes; the encoder's bytes against the layout wire.h documents,
+ * padding zeroed; and the decoder's DIST_ERR_CORRUPT for every truncation,
+ * out-of-range field and trailing byte, the header check's rejections, and
+ * the encoder's DIST_ERR_INVALID_ARGUMENT. No MPI, no UCX.
+ *
+ *   tests/test_rpc_wire --write-corpus DIR
+ * writes the fuzzer's seeds (header + body, tests/fuzz/corpus/fuzz_rpc/) into
+ * DIR instead of testing. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "cunit_main.h"
+#include "rpc/wire.h"
+
+/* ---- helpers ------------------------------------------------------------------- */
+
+/* A 16-byte aligned buffer of exactly n bytes (so a sanitizer sees overreads). */
+static void *aligned(size_t n) {
+  void *p = NULL;
+  if (posix_memalign(&p, DIST__RPC_ALIGN, n ? n : 1)) return NULL;
+  return p;
+}
+
+static size_t nbytes(const dist_tensor *t) {
+  size_t n = dist_dtype_size(t->dtype);
+  for (int d = 0; d < t->ndim; d++) n *= (size_t)t->shape[d];
+  return n;
+}
+
+/* The whole body of m as a sender puts it on the wire: the encoded meta part
+ * (into a buffer full of garbage: padding must be written, not inherited),
+ * then each tensor's data padded with zeros. NULL when encoding fails. */
+static unsigned char *assemble_plain(const dist__rpc_msg *m, size_t *len) {
+  size_t meta = 0, body = 0, meta2 = 0, body2 = 0;
+  if (dist__rpc_encode_meta(m, NULL, 0, &meta, &body)) return NULL;
+  unsigned char *b = aligned(body);
+  if (!b) return NULL;
+  memset(b, 0xA5, body);
+  if (dist__rpc_encode_meta(m, b, meta, &meta2, &body2) || meta2 != meta || body2 != body) {
+    free(b);
+    return NULL;
+  }
+  size_t at = meta;
+  for (int i = 0; i < m->ntensors; i++) {
+    size_t n = nbytes(&m->t[i]);
+    if (at + dist__rpc_pad(n) > body) {
+      free(b);
+      return NULL;
+    }
+    if (n) memcpy(b + at, m->t[i].data, n);
+    memset(b + at + n, 0, dist__rpc_pad(n) - n);
+    at += dist__rpc_pad(n);
+  }
+  if (at != body) {
+    free(b);
+    return NULL;
+  }
+  *len = body;
+  return b;
+}
+
+/* The same under CUnit: fails the test (fatally) when encoding fails. */
+static unsigned char *assemble(const dist__rpc_msg *m, size_t *len) {
+  size_t meta = 0, body = 0;
+  ASSERT_OK(dist__rpc_encode_meta(m, NULL, 0, &meta, &body));
+  CU_ASSERT_EQUAL(meta % DIST__RPC_ALIGN, 0);
+  unsigned char *b = assemble_plain(m, len);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+  CU_ASSERT_EQUAL(*len, body);
+  return b;
+}
+
+/* Decodes body and compares every field and byte with m. */
+static void expect_same(const dist__rpc_msg *m, const unsigned char *body, size_t len) {
+  dist__rpc_msg d;
+  ASSERT_OK(dist__rpc_decode(body, len, &d));
+  CU_ASSERT_EQUAL_FATAL(d.name_len, m->name_len);
+  if (m->name_len) CU_ASSERT(d.name && !memcmp(d.name, m->name, m->name_len));
+  CU_ASSERT_EQUAL_FATAL(d.ntensors, m->ntensors);
+  for (int i = 0; i < m->ntensors; i++) {
+    const dist_tensor *a = &m->t[i], *t = &d.t[i];
+    CU_ASSERT_EQUAL(t->dtype, a->dtype);
+    CU_ASSERT_EQUAL(t->memory, DIST_MEM_HOST);
+    CU_ASSERT_EQUAL_FATAL(t->ndim, a->ndim);
+    for (int k = 0; k < a->ndim; k++) CU_ASSERT_EQUAL(t->shape[k], a->shape[k]);
+    for (int k = a->ndim; k < DIST_TENSOR_MAX_DIMS; k++) CU_ASSERT_EQUAL(t->shape[k], 0);
+    size_t n = nbytes(a);
+    CU_ASSERT_EQUAL(dist_tensor_nbytes(t), n);
+    if (!n) {
+      CU_ASSERT_PTR_NULL(t->data);
+      continue;
+    }
+    const unsigned char *p = t->data;
+    CU_ASSERT_FATAL(p >= body && p + n <= body + len);
+    CU_ASSERT_EQUAL((uintptr_t)p % DIST__RPC_ALIGN, 0);
+    CU_ASSERT(!memcmp(p, a->data, n));
+  }
+  CU_ASSERT_EQUAL_FATAL(d.extra_len, m->extra_len);
+  if (m->extra_len) {
+    const unsigned char *e = d.extra;
+    CU_ASSERT_FATAL(e >= body && e + m->extra_len <= body + len);
+    CU_ASSERT(!memcmp(e, m->extra, m->extra_len));
+  }
+}
+
+/* Tensor i of a message: dtype and rank cycle through all of them; every
+ * fifth tensor has a zero extent, rank 0 is a scalar. Data: a byte pattern
+ * that differs per tensor. */
+static unsigned char storage[DIST_RPC_MAX_ARGS][16 * 3 * 3 * 3 * 2 * 2 * 2 * 2 * 2];
+static dist_tensor tensor(int i, int salt) {
+  dist_dtype dt = (dist_dtype)((i + salt) % DIST_DTYPE_COUNT);
+  int ndim = (i * 3 + salt) % (DIST_TENSOR_MAX_DIMS + 1);
+  int64_t shape[DIST_TENSOR_MAX_DIMS] = {0};
+  for (int k = 0; k < ndim; k++) shape[k] = k < 3 ? 1 + (i + k + salt) % 3 : 1 + (i + k) % 2;
+  if (ndim && i % 5 == 4) shape[(i + salt) % ndim] = 0;
+  dist_tensor t = dist_tensor_host(storage[i], dt, ndim, shape);
+  size_t n = nbytes(&t);
+  if (n > sizeof storage[i]) abort(); /* the table above is too small */
+  for (size_t b = 0; b < n; b++) storage[i][b] = (unsigned char)(b * 7 + i * 31 + salt + 1);
+  if (!n) t.data = NULL;
+  return t;
+}
+
+static const char name63[] = "a_function_name_of_exactly_sixty_three_bytes_the_longest_allowe";
+
+/* ---- round trips ------------------------------------------------------------ */
+
+static void test_round_trips(void) {
+  CU_ASSERT_EQUAL(strlen(name63), DIST_RPC_MAX_NAME);
+  static const char *names[] = {NULL, "f", "add", "train/step", name63};
+  static unsigned char extra[40];
+  for (size_t i = 0; i < sizeof extra; i++) extra[i] = (unsigned char)(200 + i);
+  static const size_t extras[] = {0, 1, 7, 8, 9, 16, 40};
+  int cases = 0;
+  for (int nt = 0; nt <= DIST_RPC_MAX_ARGS; nt++)
+    for (size_t ni = 0; ni < sizeof names / sizeof *names; ni++)
+      for (size_t xi = 0; xi < sizeof extras / sizeof *extras; xi++) {
+        dist__rpc_msg m;
+        memset(&m, 0, sizeof m);
+        m.name = names[ni];
+        m.name_len = names[ni] ? strlen(names[ni]) : 0;
+        m.ntensors = nt;
+        for (int i = 0; i < nt; i++) m.t[i] = tensor(i, (int)(ni + xi));
+        m.extra = extras[xi] ? extra : NULL;
+        m.extra_len = extras[xi];
+        size_t len = 0;
+        unsigned char *b = assemble(&m, &len);
+        expect_same(&m, b, len);
+        free(b);
+        cases++;
+      }
+  CU_ASSERT_EQUAL(cases, (DIST_RPC_MAX_ARGS + 1) * 5 * 7);
+}
+
+/* Scalars, zero-sized tensors, every dtype, the largest name and extra. */
+static void test_edge_messages(void) {
+  static double scalar = 2.5;
+  static int64_t vec[3] = {-1, 0, INT64_MAX};
+  dist__rpc_msg m;
+  memset(&m, 0, sizeof m);
+  m.ntensors = 4;
+  m.t[0] = dist_tensor_host(&scalar, DIST_F64, 0, NULL);
+  m.t[1] = dist_tensor_host(NULL, DIST_F32, 2, (int64_t[]){0, 5});
+  m.t[2] = dist_tensor_host(vec, DIST_I64, 1, (int64_t[]){3});
+  m.t[3] = dist_tensor_host(NULL, DIST_U8, DIST_TENSOR_MAX_DIMS, (int64_t[]){1, 2, 3, 4, 0, 1, 2, 3});
+  size_t len = 0;
+  unsigned char *b = assemble(&m, &len);
+  expect_same(&m, b, len);
+  free(b);
+
+  /* Every dtype as a one-element tensor. */
+  static unsigned char one[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  memset(&m, 0, sizeof m);
+  m.ntensors = DIST_DTYPE_COUNT;
+  for (int d = 0; d < DIST_DTYPE_COUNT; d++) m.t[d] = dist_tensor_host(one, (dist_dtype)d, 1, (int64_t[]){1});
+  b = assemble(&m, &len);
+  expect_same(&m, b, len);
+  free(b);
+
+  /* The largest extra part, and a full house of zero-sized tensors. */
+  unsigned char *x = malloc(DIST__RPC_EXTRA_MAX);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(x);
+  for (size_t i = 0; i < DIST__RPC_EXTRA_MAX; i++) x[i] = (unsigned char)(i * 13);
+  memset(&m, 0, sizeof m);
+  m.name = name63;
+  m.name_len = DIST_RPC_MAX_NAME;
+  m.extra = x;
+  m.extra_len = DIST__RPC_EXTRA_MAX;
+  m.ntensors = DIST_RPC_MAX_ARGS;
+  for (int i = 0; i < DIST_RPC_MAX_ARGS; i++) m.t[i] = dist_tensor_host(NULL, DIST_C128, 1, (int64_t[]){0});
+  b = assemble(&m, &len);
+  expect_same(&m, b, len);
+  free(b);
+  free(x);
+}
+
+/* ---- the layout wire.h documents, written independently of the encoder ------- */
+
+typedef struct raw {
+  unsigned char b[4096];
+  size_t n;
+} raw;
+static void raw_bytes(raw *r, const void *p, size_t n) {
+  if (r->n + n > sizeof r->b) abort();
+  memcpy(r->b + r->n, p, n);
+  r->n += n;
+}
+static void raw_u32(raw *r, uint32_t v) { raw_bytes(r, &v, 4); }
+static void raw_u64(raw *r, uint64_t v) { raw_bytes(r, &v, 8); }
+static void raw_align(raw *r, size_t a) {
+  while (r->n % a) r->b[r->n++] = 0;
+}
+/* A meta part: name, then (dtype, ndim, shape...) per tensor, then extra. */
+static void raw_meta(raw *r, const char *name, uint32_t name_len, uint32_t nt, const uint32_t *dtype,
+                     const uint32_t *ndim, const int64_t (*shape)[DIST_TENSOR_MAX_DIMS], const void *extra,
+                     uint64_t extra_len) {
+  r->n = 0;
+  raw_u32(r, name_len);
+  raw_bytes(r, name, name_len);
+  raw_align(r, 4);
+  raw_u32(r, nt);
+  for (uint32_t i = 0; i < nt; i++) {
+    raw_u32(r, dtype[i]);
+    raw_u32(r, ndim[i]);
+    raw_align(r, 8);
+    raw_bytes(r, shape[i], 8 * (size_t)(ndim[i] < DIST_TENSOR_MAX_DIMS ? ndim[i] : DIST_TENSOR_MAX_DIMS));
+  }
+  raw_align(r, 8);
+  raw_u64(r, extra_len);
+  raw_bytes(r, extra, (size_t)extra_len);
+  raw_align(r, DIST__RPC_ALIGN);
+}
+
+/* Decodes r's bytes (+ `data` zero bytes of tensor data) expecting CORRUPT. */
+static void expect_corrupt(const raw *r, size_t data, const char *why) {
+  unsigned char *b = aligned(r->n + data);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+  memcpy(b, r->b, r->n);
+  memset(b + r->n, 0, data);
+  dist__rpc_msg m;
+  dist_status s = dist__rpc_decode(b, r->n + data, &m);
+  if (s != DIST_ERR_CORRUPT) fprintf(stderr, "%s: decode returned %d, expected DIST_ERR_CORRUPT\n", why, (int)s);
+  CU_ASSERT_EQUAL(s, DIST_ERR_CORRUPT);
+  free(b);
+}
+
+static void test_layout(void) {
+  /* Name "ab" at 4..6 (2 bytes of padding before the count at 8..12), an
+   * f32[2,3] (dtype, ndim at 12..20, 4 bytes of padding, shape at 24..40),
+   * a u8 scalar (40..48, no shape), extra_len at 48..56, "xyz" at 56..59,
+   * zeros to 64; then 24 bytes of f32 data padded to 32, 1 byte padded to 16. */
+  float f[6] = {1, 2, 3, 4, 5, 6};
+  unsigned char u = 9;
+  dist__rpc_msg m;
+  memset(&m, 0, sizeof m);
+  m.name = "ab";
+  m.name_len = 2;
+  m.ntensors = 2;
+  m.t[0] = dist_tensor_host(f, DIST_F32, 2, (int64_t[]){2, 3});
+  m.t[1] = dist_tensor_host(&u, DIST_U8, 0, NULL);
+  m.extra = "xyz";
+  m.extra_len = 3;
+  raw r;
+  const uint32_t dt[2] = {DIST_F32, DIST_U8}, nd[2] = {2, 0};
+  const int64_t sh[2][DIST_TENSOR_MAX_DIMS] = {{2, 3}, {0}};
+  raw_meta(&r, "ab", 2, 2, dt, nd, sh, "xyz", 3);
+  size_t len = 0;
+  unsigned char *b = assemble(&m, &len);
+  CU_ASSERT_EQUAL_FATAL(len, r.n + 32 + 16);
+  /* The meta part byte for byte, alignment gaps and final padding zero. */
+  CU_ASSERT(!memcmp(b, r.b, r.n));
+  for (size_t i = 0; i < r.n; i++)
+    if (b[i] != r.b[i]) {
+      fprintf(stderr, "meta byte %zu: encoder wrote %#x, wire.h says %#x\n", i, b[i], r.b[i]);
+      break;
+    }
+  CU_ASSERT(!memcmp(b + r.n, f, 24));
+  CU_ASSERT_EQUAL(b[r.n + 32], 9);
+  free(b);
+
+  /* Encoding into a buffer full of garbage gives the same bytes. */
+  size_t meta = 0, body = 0;
+  ASSERT_OK(dist__rpc_encode_meta(&m, NULL, 0, &meta, &body));
+  CU_ASSERT_EQUAL_FATAL(meta, r.n);
+  unsigned char g[256];
+  memset(g, 0xFF, sizeof g);
+  ASSERT_OK(dist__rpc_encode_meta(&m, g, meta, &meta, &body));
+  CU_ASSERT(!memcmp(g, r.b, meta));
+  CU_ASSERT_EQUAL(g[meta], 0xFF); /* nothing past the meta part */
+
+  /* The raw writer's own message decodes (with its data) as the encoder's. */
+  unsigned char *b2 = aligned(r.n + 48);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(b2);
+  memcpy(b2, r.b, r.n);
+  memset(b2 + r.n, 0, 48);
+  memcpy(b2 + r.n, f, 24);
+  b2[r.n + 32] = 9;
+  expect_same(&m, b2, r.n + 48);
+  free(b2);
+}
+
+/* A buffer too small for the meta part: an error, and nothing written past it. */
+static void test_encode_small_buffer(void) {
+  dist__rpc_msg m;
+  memset(&m, 0, sizeof m);
+  m.name = "fn";
+  m.name_len = 2;
+  m.ntensors = 1;
+  m.t[0] = dist_tensor_host(NULL, DIST_F32, 3, (int64_t[]){0, 1, 2});
+  size_t meta = 0, body = 0;
+  ASSERT_OK(dist__rpc_encode_meta(&m, NULL, 0, &meta, &body));
+  unsigned char g[128];
+  for (size_t cap = 0; cap < meta; cap++) {
+    memset(g, 0x5A, sizeof g);
+    size_t ml = 0, bl = 0;
+    CU_ASSERT_NOT_EQUAL(dist__rpc_encode_meta(&m, g, cap, &ml, &bl), DIST_SUCCESS);
+    for (size_t i = cap; i < sizeof g; i++)
+      if (g[i] != 0x5A) {
+        CU_FAIL("encoder wrote past its capacity");
+        break;
+      }
+  }
+}
+
+/* ---- the decoder's rejections ---------------------------------------------- */
+
+/* Every shorter length of several valid bodies is CORRUPT. */
+static void test_truncations(void) {
+  static double scalar = 1;
+  static float f[6];
+  static char opts[11] = "options...";
+  dist__rpc_msg ms[4];
+  memset(ms, 0, sizeof ms);
+  /* ms[0]: an empty message, 4 + 4 + 8 = 16 bytes of meta. A request with a name, tensors and options. */
+  ms[1].name = "remote_fn";
+  ms[1].name_len = 9;
+  ms[1].ntensors = 3;
+  ms[1].t[0] = dist_tensor_host(f, DIST_F32, 2, (int64_t[]){2, 3});
+  ms[1].t[1] = dist_tensor_host(&scalar, DIST_F64, 0, NULL);
+  ms[1].t[2] = dist_tensor_host(NULL, DIST_I32, 1, (int64_t[]){0});
+  ms[1].extra = opts;
+  ms[1].extra_len = sizeof opts;
+  /* Only zero-sized tensors: the body is all meta. */
+  ms[2].ntensors = 2;
+  ms[2].t[0] = dist_tensor_host(NULL, DIST_BF16, 2, (int64_t[]){4, 0});
+  ms[2].t[1] = dist_tensor_host(NULL, DIST_U8, 1, (int64_t[]){0});
+  /* Sixteen tensors. */
+  ms[3].name = name63;
+  ms[3].name_len = DIST_RPC_MAX_NAME;
+  ms[3].ntensors = DIST_RPC_MAX_ARGS;
+  for (int i = 0; i < DIST_RPC_MAX_ARGS; i++) ms[3].t[i] = tensor(i, 1);
+  for (int k = 0; k < 4; k++) {
+    size_t len = 0;
+    unsigned char *full = assemble(&ms[k], &len);
+    expect_same(&ms[k], full, len);
+    int bad = 0;
+    for (size_t n = 0; n < len; n++) {
+      unsigned char *b = aligned(n);
+      CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+      memcpy(b, full, n);
+      dist__rpc_msg d;
+      dist_status s = dist__rpc_decode(b, n, &d);
+      if (s != DIST_ERR_CORRUPT && !bad++)
+        fprintf(stderr, "message %d truncated to %zu of %zu bytes: decode returned %d\n", k, n, len, (int)s);
+      free(b);
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    free(full);
+  }
+}
+
+static void test_bad_fields(void) {
+  raw r;
+  const uint32_t f32 = DIST_F32, nd1 = 1, nd0 = 0;
+  const int64_t one[1][DIST_TENSOR_MAX_DIMS] = {{1}};
+
+  /* Sanity: the raw writer's valid message with an f32[1] decodes. */
+  raw_meta(&r, "ok", 2, 1, &f32, &nd1, one, "", 0);
+  {
+    unsigned char *b = aligned(r.n + 16);
+    memcpy(b, r.b, r.n);
+    memset(b + r.n, 0, 16);
+    dist__rpc_msg m;
+    ASSERT_OK(dist__rpc_decode(b, r.n + 16, &m));
+    free(b);
+  }
+
+  /* A name of DIST_RPC_MAX_NAME + 1 bytes (all present). */
+  char longname[DIST_RPC_MAX_NAME + 1];
+  memset(longname, 'n', sizeof longname);
+  raw_meta(&r, longname, DIST_RPC_MAX_NAME + 1, 0, NULL, NULL, NULL, "", 0);
+  expect_corrupt(&r, 0, "name of 64 bytes");
+  ASSERT_MSG_HAS("name of 64 bytes");
+  raw_meta(&r, longname, DIST_RPC_MAX_NAME, 0, NULL, NULL, NULL, "", 0); /* 63: fine */
+  {
+    dist__rpc_msg m;
+    unsigned char *b = aligned(r.n);
+    memcpy(b, r.b, r.n);
+    ASSERT_OK(dist__rpc_decode(b, r.n, &m));
+    CU_ASSERT_EQUAL(m.name_len, DIST_RPC_MAX_NAME);
+    free(b);
+  }
+  /* A name length far beyond the body. */
+  raw_meta(&r, "", 0, 0, NULL, NULL, NULL, "", 0);
+  memcpy(r.b, &(uint32_t){UINT32_MAX}, 4);
+  expect_corrupt(&r, 0, "name of 2^32-1 bytes");
+
+  /* A NUL inside the name, and at its end. */
+  raw_meta(&r, "ab\0c", 4, 0, NULL, NULL, NULL, "", 0);
+  expect_corrupt(&r, 0, "name with a NUL");
+  ASSERT_MSG_HAS("NUL");
+  raw_meta(&r, "abc\0", 4, 0, NULL, NULL, NULL, "", 0);
+  expect_corrupt(&r, 0, "name ending in NUL");
+
+  /* Too many tensors. */
+  uint32_t dts[DIST_RPC_MAX_ARGS + 1], nds[DIST_RPC_MAX_ARGS + 1];
+  int64_t shs[DIST_RPC_MAX_ARGS + 1][DIST_TENSOR_MAX_DIMS];
+  memset(shs, 0, sizeof shs);
+  for (int i = 0; i <= DIST_RPC_MAX_ARGS; i++) dts[i] = DIST_U8, nds[i] = 0;
+  raw_meta(&r, "", 0, DIST_RPC_MAX_ARGS + 1, dts, nds, shs, "", 0);
+  expect_corrupt(&r, 16 * (DIST_RPC_MAX_ARGS + 1), "17 tensors");
+
+  /* dtype DIST_DTYPE_COUNT and beyond. */
+  const uint32_t dbad[] = {DIST_DTYPE_COUNT, DIST_DTYPE_COUNT + 1, 0x80000000u, UINT32_MAX};
+  for (size_t i = 0; i < sizeof dbad / sizeof *dbad; i++) {
+    raw_meta(&r, "", 0, 1, &dbad[i], &nd1, one, "", 0);
+    expect_corrupt(&r, 16, "bad dtype");
+  }
+  ASSERT_MSG_HAS("dtype");
+
+  /* ndim DIST_TENSOR_MAX_DIMS + 1 (with its shape present), and huge. */
+  const int64_t ones[1][DIST_TENSOR_MAX_DIMS] = {{1, 1, 1, 1, 1, 1, 1, 1}};
+  raw_meta(&r, "", 0, 1, &f32, &(uint32_t){DIST_TENSOR_MAX_DIMS}, ones, "", 0);
+  {
+    unsigned char *b = aligned(r.n + 16); /* 8 dims: fine */
+    memcpy(b, r.b, r.n);
+    memset(b + r.n, 0, 16);
+    dist__rpc_msg m;
+    ASSERT_OK(dist__rpc_decode(b, r.n + 16, &m));
+    free(b);
+  }
+  raw r9;
+  r9.n = 0;
+  raw_u32(&r9, 0);
+  raw_u32(&r9, 1);
+  raw_u32(&r9, DIST_F32);
+  raw_u32(&r9, DIST_TENSOR_MAX_DIMS + 1);
+  for (int k = 0; k < DIST_TENSOR_MAX_DIMS + 1; k++) raw_u64(&r9, 1);
+  raw_u64(&r9, 0);
+  raw_align(&r9, DIST__RPC_ALIGN);
+  expect_corrupt(&r9, 16, "9 dims");
+  r9.n = 0;
+  raw_u32(&r9, 0);
+  raw_u32(&r9, 1);
+  raw_u32(&r9, DIST_F32);
+  raw_u32(&r9, UINT32_MAX);
+  raw_u64(&r9, 0);
+  raw_align(&r9, DIST__RPC_ALIGN);
+  expect_corrupt(&r9, 0, "2^32-1 dims");
+
+  /* Negative extents, alone and next to a zero one (no data either way). */
+  const int64_t neg[][DIST_TENSOR_MAX_DIMS] = {{-1}, {INT64_MIN}, {0, -3}, {-3, 0}};
+  const uint32_t nd2 = 2;
+  for (size_t i = 0; i < sizeof neg / sizeof *neg; i++) {
+    raw_meta(&r, "", 0, 1, &f32, i < 2 ? &nd1 : &nd2, &neg[i], "", 0);
+    expect_corrupt(&r, 0, "negative extent");
+  }
+  ASSERT_MSG_HAS("extent");
+
+  /* Extents whose byte size overflows (int64 bytes, and size_t through a
+   * zero extent that comes later); and one that fits in int64 but exceeds
+   * the message. */
+  const uint32_t f64 = DIST_F64, u8 = DIST_U8, c128 = DIST_C128, nd3 = 3;
+  const int64_t big[][DIST_TENSOR_MAX_DIMS] = {{(int64_t)1 << 61}, {(int64_t)1 << 32, (int64_t)1 << 32, 1},
+                                               {INT64_MAX, 2, 0}, {INT64_MAX}};
+  raw_meta(&r, "", 0, 1, &f64, &nd1, &big[0], "", 0);
+  expect_corrupt(&r, 16, "f64[2^61]");
+  raw_meta(&r, "", 0, 1, &c128, &nd3, &big[1], "", 0);
+  expect_corrupt(&r, 16, "c128[2^32, 2^32, 1]");
+  raw_meta(&r, "", 0, 1, &u8, &nd3, &big[2], "", 0);
+  expect_corrupt(&r, 0, "u8[INT64_MAX, 2, 0]");
+  raw_meta(&r, "", 0, 1, &u8, &nd1, &big[3], "", 0);
+  expect_corrupt(&r, 64, "u8[INT64_MAX]");
+  /* Two tensors whose padded sizes sum past the message. */
+  const uint32_t two_dt[2] = {DIST_U8, DIST_U8}, two_nd[2] = {1, 1};
+  const int64_t two_sh[2][DIST_TENSOR_MAX_DIMS] = {{(int64_t)1 << 62}, {(int64_t)1 << 62}};
+  raw_meta(&r, "", 0, 2, two_dt, two_nd, two_sh, "", 0);
+  expect_corrupt(&r, 32, "u8[2^62] twice");
+
+  /* extra_len over DIST__RPC_EXTRA_MAX, with that many bytes present. */
+  {
+    size_t meta_n = 16 + dist__rpc_pad(DIST__RPC_EXTRA_MAX + 1);
+    unsigned char *b = aligned(meta_n);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    memset(b, 'x', meta_n);
+    memcpy(b, &(uint32_t){0}, 4);
+    memcpy(b + 4, &(uint32_t){0}, 4);
+    memcpy(b + 8, &(uint64_t){DIST__RPC_EXTRA_MAX + 1}, 8);
+    dist__rpc_msg m;
+    ASSERT_STATUS(dist__rpc_decode(b, meta_n, &m), DIST_ERR_CORRUPT);
+    /* The same at exactly the limit is fine. */
+    memcpy(b + 8, &(uint64_t){DIST__RPC_EXTRA_MAX}, 8);
+    ASSERT_OK(dist__rpc_decode(b, 16 + DIST__RPC_EXTRA_MAX, &m));
+    CU_ASSERT_EQUAL(m.extra_len, DIST__RPC_EXTRA_MAX);
+    free(b);
+  }
+  raw_meta(&r, "", 0, 0, NULL, NULL, NULL, "", 0);
+  memcpy(r.b + 8, &(uint64_t){UINT64_MAX}, 8);
+  expect_corrupt(&r, 0, "extra of 2^64-1 bytes");
+  raw_meta(&r, "", 0, 0, NULL, NULL, NULL, "", 0);
+  memcpy(r.b + 8, &(uint64_t){9}, 8); /* 9 extra bytes, none there */
+  expect_corrupt(&r, 0, "extra past the body");
+
+  /* Trailing bytes: after the data, after the meta of a message without
+   * data, and data where the descriptors say none. */
+  raw_meta(&r, "ok", 2, 1, &f32, &nd1, one, "", 0);
+  for (size_t extra_data = 1; extra_data <= 48; extra_data++)
+    if (extra_data != 16) expect_corrupt(&r, extra_data, "f32[1] with the wrong amount of data");
+  raw_meta(&r, "", 0, 0, NULL, NULL, NULL, "", 0);
+  for (size_t extra_data = 1; extra_data <= 32; extra_data++) expect_corrupt(&r, extra_data, "trailing bytes");
+  const int64_t zero[1][DIST_TENSOR_MAX_DIMS] = {{0}};
+  raw_meta(&r, "", 0, 1, &f32, &nd1, zero, "", 0);
+  expect_corrupt(&r, 16, "data for a zero-sized tensor");
+  raw_meta(&r, "", 0, 1, &f32, &nd0, zero, "", 0); /* a scalar: 4 bytes, padded to 16 */
+  expect_corrupt(&r, 4, "a scalar's unpadded data");
+  expect_corrupt(&r, 0, "a scalar without data");
+}
+
+/* Trailing garbage after a full encoded message, from the encoder. */
+static void test_trailing_after_encoded(void) {
+  dist__rpc_msg m;
+  memset(&m, 0, sizeof m);
+  m.name = "g";
+  m.name_len = 1;
+  m.ntensors = 3;
+  for (int i = 0; i < 3; i++) m.t[i] = tensor(i, 2);
+  size_t len = 0;
+  unsigned char *full = assemble(&m, &len);
+  for (size_t more = 1; more <= 33; more++) {
+    unsigned char *b = aligned(len + more);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    memcpy(b, full, len);
+    memset(b + len, 0x3C, more);
+    dist__rpc_msg d;
+    ASSERT_STATUS(dist__rpc_decode(b, len + more, &d), DIST_ERR_CORRUPT);
+    free(b);
+  }
+  free(full);
+}
+
+/* ---- headers -------------------------------------------------------------------- */
+
+static void test_headers(void) {
+  const uint64_t max = (uint64_t)1 << 40;
+  dist__rpc_header good = {DIST__RPC_MAGIC, DIST__RPC_VERSION, DIST__RPC_REQUEST, 77, 3, 0, 1024}, out, h;
+  CU_ASSERT_EQUAL(sizeof good, 32);
+  for (int k = DIST__RPC_REQUEST; k < DIST__RPC_KINDS; k++) {
+    h = good;
+    h.kind = (uint16_t)k;
+    h.status = k == DIST__RPC_REPLY ? DIST_ERR_INVALID_ARGUMENT : 0;
+    memset(&out, 0, sizeof out);
+    ASSERT_OK(dist__rpc_check_header(&h, sizeof h, max, &out));
+    CU_ASSERT(!memcmp(&out, &h, sizeof h));
+  }
+  h = good;
+  h.body_len = max;
+  ASSERT_OK(dist__rpc_check_header(&h, sizeof h, max, &out));
+  h.body_len = 0;
+  ASSERT_OK(dist__rpc_check_header(&h, sizeof h, max, &out));
+  /* An unaligned header (UCX gives no alignment). */
+  unsigned char un[sizeof good + 1];
+  memcpy(un + 1, &good, sizeof good);
+  ASSERT_OK(dist__rpc_check_header(un + 1, sizeof good, max, &out));
+  CU_ASSERT_EQUAL(out.call_id, 77);
+
+  h = good;
+  h.magic = DIST__RPC_MAGIC ^ 1;
+  ASSERT_STATUS(dist__rpc_check_header(&h, sizeof h, max, &out), DIST_ERR_CORRUPT);
+  ASSERT_MSG_HAS("magic");
+  h.magic = 0;
+  ASSERT_STATUS(dist__rpc_check_header(&h, sizeof h, max, &out), DIST_ERR_CORRUPT);
+  const uint16_t versions[] = {0, DIST__RPC_VERSION + 1, UINT16_MAX};
+  for (size_t i = 0; i < sizeof versions / sizeof *versions; i++) {
+    h = good;
+    h.version = versions[i];
+    ASSERT_STATUS(dist__rpc_check_header(&h, sizeof h, max, &out), DIST_ERR_CORRUPT);
+  }
+  const uint16_t kinds[] = {0, DIST__RPC_KINDS, DIST__RPC_KINDS + 1, UINT16_MAX};
+  for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
+    h = good;
+    h.kind = kinds[i];
+    ASSERT_STATUS(dist__rpc_check_header(&h, sizeof h, max, &out), DIST_ERR_CORRUPT);
+  }
+  ASSERT_MSG_HAS("kind");
+  h = good;
+  h.body_len = max + 1;
+  ASSERT_STATUS(dist__rpc_check_header(&h, sizeof h, max, &out), DIST_ERR_CORRUPT);
+  h.body_len = UINT64_MAX;
+  ASSERT_STATUS(dist__rpc_check_header(&h, sizeof h, max, &out), DIST_ERR_CORRUPT);
+  h.body_len = 1025;
+  ASSERT_STATUS(dist__rpc_check_header(&h, sizeof h, 1024, &out), DIST_ERR_CORRUPT);
+  /* Header lengths other than the struct's, and no header. */
+  unsigned char big[sizeof good + 8];
+  memcpy(big, &good, sizeof good);
+  memset(big + sizeof good, 0, 8);
+  ASSERT_STATUS(dist__rpc_check_header(&good, sizeof good - 1, max, &out), DIST_ERR_CORRUPT);
+  ASSERT_STATUS(dist__rpc_check_header(big, sizeof big, max, &out), DIST_ERR_CORRUPT);
+  ASSERT_STATUS(dist__rpc_check_header(&good, 0, max, &out), DIST_ERR_CORRUPT);
+  ASSERT_STATUS(dist__rpc_check_header(NULL, sizeof good, max, &out), DIST_ERR_CORRUPT);
+}
+
+/* ---- the encoder's refusals ---------------------------------------------------- */
+
+static void test_encode_invalid(void) {
+  dist__rpc_msg m;
+  size_t meta = 0, body = 0;
+  char longname[DIST_RPC_MAX_NAME + 2];
+  memset(longname, 'n', sizeof longname);
+  unsigned char buf[512];
+
+  memset(&m, 0, sizeof m);
+  m.name = longname;
+  m.name_len = DIST_RPC_MAX_NAME + 1;
+  ASSERT_STATUS(dist__rpc_encode_meta(&m, NULL, 0, &meta, &body), DIST_ERR_INVALID_ARGUMENT);
+  ASSERT_STATUS(dist__rpc_encode_meta(&m, buf, sizeof buf, &meta, &body), DIST_ERR_INVALID_ARGUMENT);
+  ASSERT_MSG_HAS("name");
+  m.name_len = DIST_RPC_MAX_NAME;
+  ASSERT_OK(dist__rpc_encode_meta(&m, NULL, 0, &meta, &body));
+
+  memset(&m, 0, sizeof m);
+  m.ntensors = DIST_RPC_MAX_ARGS + 1;
+  for (int i = 0; i < DIST_RPC_MAX_ARGS; i++) m.t[i] = dist_tensor_host(NULL, DIST_F32, 1, (int64_t[]){0});
+  ASSERT_STATUS(dist__rpc_encode_meta(&m, NULL, 0, &meta, &body), DIST_ERR_INVALID_ARGUMENT);
+  ASSERT_STATUS(dist__rpc_encode_meta(&m, buf, sizeof buf, &meta, &body), DIST_ERR_INVALID_ARGUMENT);
+  ASSERT_MSG_HAS("tensors");
+  m.ntensors = -1;
+  ASSERT_STATUS(dist__rpc_encode_meta(&m, NULL, 0, &meta, &body), DIST_ERR_INVALID_ARGUMENT);
+  m.ntensors = DIST_RPC_MAX_ARGS;
+  ASSERT_OK(dist__rpc_encode_meta(&m, NULL, 0, &meta, &body));
+
+  memset(&m, 0, sizeof m);
+  m.extra = buf;
+  m.extra_len = DIST__RPC_EXTRA_MAX + 1;
+  ASSERT_STATUS(dist__rpc_encode_meta(&m, NULL, 0, &meta, &body), DIST_ERR_INVALID_ARGUMENT);
+
+  /* Tensors the wire cannot describe. */
+  memset(&m, 0, sizeof m);
+  m.ntensors = 1;
+  m.t[0] = dist_tensor_host(NULL, DIST_F32, 1, (int64_t[]){0});
+  m.t[0].dtype = DIST_DTYPE_COUNT;
+  ASSERT_STATUS(dist__rpc_encode_meta(&m, NULL, 0, &meta, &body), DIST_ERR_INVALID_ARGUMENT);
+  m.t[0].dtype = (dist_dtype)-1;
+  ASSERT_STATUS(dist__rpc_encode_meta(&m, NULL, 0, &meta, &body), DIST_ERR_INVALID_ARGUMENT);
+  m.t[0].dtype = DIST_F32;
+  m.t[0].ndim = DIST_TENSOR_MAX_DIMS + 1;
+  ASSERT_STATUS(dist__rpc_encode_meta(&m, NULL, 0, &meta, &body), DIST_ERR_INVALID_ARGUMENT);
+  m.t[0].ndim = -1;
+  ASSERT_STATUS(dist__rpc_encode_meta(&m, NULL, 0, &meta, &body), DIST_ERR_INVALID_ARGUMENT);
+}
+
+/* ---- the fuzzer's seeds ---------------------------------------------------------- */
+
+static int write_file(const char *dir, const char *name, const void *a, size_t an, const void *b, size_t bn) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "wb");
+  if (!f) {
+    perror(path);
+    return 1;
+  }
+  int bad = fwrite(a, 1, an, f) != an || (bn && fwrite(b, 1, bn, f) != bn);
+  return fclose(f) || bad;
+}
+
+/* A seed: the header (kind, body_len = the full body's) and the body, whole
+ * (cut < 0) or its first `cut` bytes. */
+static int seed(const char *dir, const char *name, dist__rpc_kind kind, const dist__rpc_msg *m, long cut) {
+  size_t len = 0;
+  unsigned char *b = assemble_plain(m, &len);
+  if (!b) {
+    fprintf(stderr, "%s: encoding failed: %s\n", name, dist_last_error());
+    return 1;
+  }
+  dist__rpc_header h = {DIST__RPC_MAGIC, DIST__RPC_VERSION, (uint16_t)kind, 42, 1, 0, len};
+  size_t keep = cut < 0 || (size_t)cut > len ? len : (size_t)cut;
+  int r = write_file(dir, name, &h, sizeof h, b, keep);
+  free(b);
+  return r;
+}
+
+static int write_corpus(const char *dir) {
+  static float f[6] = {1, 2, 3, 4, 5, 6};
+  static double scalar = 0.5;
+  static const char opts[] = "k=v";
+  static const char err[] = "worker1: DIST_ERR_INVALID_ARGUMENT: no function 'nope'";
+  dist__rpc_msg empty, call, reply, many;
+  memset(&empty, 0, sizeof empty);
+  memset(&call, 0, sizeof call);
+  call.name = "add";
+  call.name_len = 3;
+  call.ntensors = 2;
+  call.t[0] = dist_tensor_host(f, DIST_F32, 2, (int64_t[]){2, 3});
+  call.t[1] = dist_tensor_host(&scalar, DIST_F64, 0, NULL);
+  call.extra = opts;
+  call.extra_len = sizeof opts - 1;
+  memset(&reply, 0, sizeof reply);
+  reply.ntensors = 2;
+  reply.t[0] = dist_tensor_host(NULL, DIST_I64, 2, (int64_t[]){0, 4});
+  reply.t[1] = dist_tensor_host(f, DIST_BF16, 1, (int64_t[]){5});
+  dist__rpc_msg failed;
+  memset(&failed, 0, sizeof failed);
+  failed.extra = err;
+  failed.extra_len = sizeof err - 1;
+  memset(&many, 0, sizeof many);
+  many.name = "vjp_of_everything";
+  many.name_len = strlen(many.name);
+  many.ntensors = DIST_RPC_MAX_ARGS;
+  for (int i = 0; i < DIST_RPC_MAX_ARGS; i++) many.t[i] = tensor(i, 0);
+  int r = 0;
+  size_t many_len = 0;
+  unsigned char *many_body = assemble_plain(&many, &many_len);
+  if (!many_body) return 1;
+  free(many_body);
+  r |= seed(dir, "empty_request", DIST__RPC_REQUEST, &empty, -1);
+  r |= seed(dir, "call_add", DIST__RPC_REQUEST, &call, -1);
+  r |= seed(dir, "reply_zero_sized", DIST__RPC_REPLY, &reply, -1);
+  r |= seed(dir, "reply_error", DIST__RPC_REPLY, &failed, -1);
+  r |= seed(dir, "vjp_sixteen_tensors", DIST__RPC_VJP, &many, -1);
+  r |= seed(dir, "call_add_truncated_meta", DIST__RPC_REQUEST, &call, 20);
+  r |= seed(dir, "call_add_truncated_data", DIST__RPC_REQUEST, &call, 70);
+  r |= seed(dir, "vjp_truncated_last_byte", DIST__RPC_VJP, &many, (long)many_len - 1);
+  r |= seed(dir, "header_only", DIST__RPC_REQUEST, &empty, 0);
+  return r;
+}
+
+static CU_TestInfo tests[] = {
+    {"round trips: 0..16 tensors, names, extra bytes", test_round_trips},
+    {"round trips: scalars, zero-sized, every dtype, largest parts", test_edge_messages},
+    {"the layout of wire.h, padding zeroed", test_layout},
+    {"encoding into too small a buffer", test_encode_small_buffer},
+    {"every truncation is corrupt", test_truncations},
+    {"bad names, counts, dtypes, ranks, extents, extra, trailing bytes", test_bad_fields},
+    {"trailing bytes after an encoded message", test_trailing_after_encoded},
+    {"headers", test_headers},
+    {"the encoder's refusals", test_encode_invalid},
+    CU_TEST_INFO_NULL,
+};
+
+static CU_SuiteInfo suites[] = {{"rpc wire", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
+
+int main(int argc, char **argv) {
+  if (argc == 3 && !strcmp(argv[1], "--write-corpus")) return write_corpus(argv[2]) != 0;
+  return cunit_run(suites, "test_rpc_wire", 0) != 0;
+}
