@@ -364,6 +364,9 @@ static void test_errors(void) {
   dev.memory = DIST_MEM_CUDA;
   CU_ASSERT_EQUAL(dist_rpc_call_async(0, "scale", &dev, 1, &s, sizeof s, &f), DIST_ERR_UNSUPPORTED);
   CU_ASSERT_EQUAL(dist_rpc_call_async(0, "scale", &a, 1, NULL, 8, &f), DIST_ERR_INVALID_ARGUMENT);
+  int64_t huge[3] = {(int64_t)1 << 62, (int64_t)1 << 62, 0}; /* no elements, but extents whose bytes overflow */
+  dist_tensor odd = dist_tensor_host(NULL, DIST_U8, 3, huge);
+  CU_ASSERT_EQUAL(dist_rpc_call_async(0, "echo", &odd, 1, NULL, 0, &f), DIST_ERR_INVALID_ARGUMENT);
   CU_ASSERT_EQUAL(dist_rpc_register("scale", fn_scale, NULL), DIST_ERR_INVALID_ARGUMENT); /* twice */
   CU_ASSERT_EQUAL(dist_rpc_register_vjp("never_registered", fn_affine_vjp, NULL), DIST_ERR_INVALID_ARGUMENT);
   CU_ASSERT_EQUAL(dist_future_wait(NULL), DIST_ERR_INVALID_ARGUMENT);

@@ -27,9 +27,15 @@ static dist_status check_call(int to, const char *name, const dist_tensor *args,
     if (!dist_dtype_size(t->dtype) || t->ndim < 0 || t->ndim > DIST_TENSOR_MAX_DIMS)
       return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: argument %d has dtype %d and %d dims", what, i,
                          (int)t->dtype, t->ndim);
-    for (int d = 0; d < t->ndim; d++)
-      if (t->shape[d] < 0)
-        return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: argument %d has extent %lld", what, i, (long long)t->shape[d]);
+    /* Each extent's bytes must fit even when another extent is 0: the
+     * receiver's decoder checks the product dim by dim. */
+    size_t bytes = dist_dtype_size(t->dtype);
+    for (int d = 0; d < t->ndim; d++) {
+      if (t->shape[d] < 0 || (t->shape[d] && bytes > (size_t)INT64_MAX / (size_t)t->shape[d]))
+        return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: argument %d has extent %lld in dim %d", what, i,
+                           (long long)t->shape[d], d);
+      if (t->shape[d]) bytes *= (size_t)t->shape[d];
+    }
     if (dist_tensor_numel(t) && !t->data)
       return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: argument %d has no data", what, i);
   }

@@ -49,7 +49,8 @@ typedef struct dist__rpc_msg {
 
 /* The meta part of m (name, descriptors, extra, padding) into buf (cap
  * bytes; NULL to measure): its length in *meta_len, the whole body's in
- * *body_len. DIST_ERR_INVALID_ARGUMENT names what does not fit. */
+ * *body_len. DIST_ERR_INVALID_ARGUMENT names what does not fit a message;
+ * DIST_ERR_INTERNAL: a buffer smaller than the measured meta part. */
 dist_status dist__rpc_encode_meta(const dist__rpc_msg *m, void *buf, size_t cap, size_t *meta_len,
                                   size_t *body_len);
 
