@@ -5,13 +5,14 @@
  *             busy-polling ucp_worker_progress on both sides): rank 0 sends
  *             N bytes as an active message, rank 1 receives them into a
  *             buffer (ucp_am_recv_data_nbx for rendezvous) and sends the
- *             same N bytes back. Its endpoint has peer failure detection
- *             (UCP_ERR_HANDLING_MODE_PEER) as distmgr's endpoints do, so both
- *             use the same transports: the `ratio:` line's baseline.
+ *             same N bytes back, over an endpoint with peer failure
+ *             detection (UCP_ERR_HANDLING_MODE_PEER: TCP loopback in UCX 1.13,
+ *             as distmgr's endpoints to other nodes).
  *   raw UCX, default endpoint
- *             the same over a second endpoint with UCX's default error mode
- *             (UCX 1.13 uses shared memory only for such an endpoint; the
- *             line above the table names each endpoint's transports).
+ *             the same over a second endpoint with UCX's default error mode:
+ *             shared memory, as distmgr's endpoints on one node, hence the
+ *             target `ratio:` line's baseline (the line above the table names
+ *             each endpoint's transports).
  *   distmgr   dist_rpc_call_sync(1, "echo", one u8 tensor of N bytes) on
  *             rank 0, then dist_future_free; "echo" answers with a copy of
  *             its argument (dist_rpc_output + memcpy).
@@ -616,14 +617,14 @@ int main(int argc, char **argv) {
          "call returned %.2f us (raw UCX one way: %.2f us)\n",
          o.stamps, req, rep, rows[0].raw_us / 2);
   char note[96];
-  snprintf(note, sizeof note, "target <= %.1f", LAT_TARGET_RAW);
-  bench_ratio(stdout, rows[0].ratio, note, "rpc latency 8B distmgr/raw UCX");
+  snprintf(note, sizeof note, "target <= %.1f; the same transports: shared memory", LAT_TARGET_RAW);
+  bench_ratio(stdout, rows[0].def_ratio, note, "rpc latency 8B distmgr/raw UCX default endpoint");
   if (torch && rows[0].torch_us > 0) {
     snprintf(note, sizeof note, "target <= %.1f", LAT_TARGET_TORCH);
     bench_ratio(stdout, rows[0].dist_us / rows[0].torch_us, note, "rpc latency 8B distmgr/torch rpc");
   }
-  bench_ratio(stdout, rows[0].def_ratio, "no target: UCX's default endpoint, shared memory where UCX allows it",
-              "rpc latency 8B distmgr/raw UCX default endpoint");
+  bench_ratio(stdout, rows[0].ratio, "no target: raw UCX over TCP loopback (peer failure detection), distmgr on shared memory",
+              "rpc latency 8B distmgr/raw UCX peer-failure endpoint");
   for (int k = 0; k < NSIZES && sizes[k] <= o.max_bytes; k++) {
     if (sizes[k] != MIB && sizes[k] != 64 * MIB) continue;
     const row *r = &rows[k];

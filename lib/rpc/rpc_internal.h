@@ -93,6 +93,7 @@ typedef struct dist__rpc_engine {
   pthread_cond_t qcv;
   dist__rpc_job *qhead, *qtail;
   int qstop;
+  atomic_int qlen, qspin; /* jobs queued; an executor polls the worker */
   /* calls in flight: made here (futures by id), served here */
   pthread_mutex_t fmu;
   dist_future *inflight;

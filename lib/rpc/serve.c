@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "rpc/rpc_internal.h"
 
@@ -65,19 +66,41 @@ void dist__rpc_enqueue(const dist__rpc_header *h, void *body) {
   if (dist__rpc.qtail) dist__rpc.qtail->next = j;
   else dist__rpc.qhead = j;
   dist__rpc.qtail = j;
+  atomic_fetch_add(&dist__rpc.qlen, 1);
   pthread_cond_signal(&dist__rpc.qcv);
   pthread_mutex_unlock(&dist__rpc.qmu);
+}
+
+static double now_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+/* One idle executor at a time polls the worker for DIST__RPC_SPIN_US before
+ * it sleeps: a request it receives there is queued and taken by itself, so
+ * a call that follows another soon costs no thread wake-up on this side. */
+static void spin_for_work(void) {
+  if (atomic_exchange(&dist__rpc.qspin, 1)) return; /* another one spins */
+  double t0 = now_us();
+  for (int i = 0; !atomic_load(&dist__rpc.qlen) && !dist__rpc.qstop; i++) {
+    ucp_worker_progress(dist__rpc.worker);
+    if ((i & 15) == 15 && now_us() - t0 > DIST__RPC_SPIN_US) break;
+  }
+  atomic_store(&dist__rpc.qspin, 0);
 }
 
 static void *executor_main(void *arg) {
   (void)arg;
   for (;;) {
+    spin_for_work();
     pthread_mutex_lock(&dist__rpc.qmu);
     while (!dist__rpc.qhead && !dist__rpc.qstop) pthread_cond_wait(&dist__rpc.qcv, &dist__rpc.qmu);
     dist__rpc_job *j = dist__rpc.qhead;
     if (j) {
       dist__rpc.qhead = j->next;
       if (!dist__rpc.qhead) dist__rpc.qtail = NULL;
+      atomic_fetch_sub(&dist__rpc.qlen, 1);
     }
     pthread_mutex_unlock(&dist__rpc.qmu);
     if (!j) return NULL;
