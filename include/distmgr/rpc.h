@@ -4,7 +4,8 @@
  * through futures; partitioners and reducers that spread one call over the
  * workers and combine the answers; explicit-backward distributed autograd.
  *
- * Threading: a progress thread owned by distmgr moves every message, and
+ * Threading: a progress thread owned by distmgr moves every message (so do
+ * waiting callers and one idle executor, for speed), and
  * remote functions run on a small pool of executor threads
  * (DIST_RPC_EXECUTORS), so a remote function may itself call other workers
  * and wait; every function here may be called from any thread, except
@@ -106,8 +107,9 @@ int dist_future_test(const dist_future *f);
 dist_status dist_future_wait_all(dist_future *const *fs, int n);
 dist_status dist_future_wait_any(dist_future *const *fs, int n, int *index);
 /* cb(f, user) runs once, when f completes: at once on this thread if it
- * already has, else on the progress thread (keep it short, do not wait in
- * it). One callback per future. */
+ * already has, else on the thread that progressed its reply (the progress
+ * thread, an executor or a waiting caller): keep it short, do not wait in
+ * it. Waits on f return after it ran. One callback per future. */
 dist_status dist_future_then(dist_future *f, void (*cb)(dist_future *f, void *user), void *user);
 /* A completed call's status; its message names the worker. */
 dist_status dist_future_status(const dist_future *f);
