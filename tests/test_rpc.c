@@ -59,6 +59,7 @@ static dist_status fn_scale(const dist_rpc_args *in, dist_rpc_outputs *out, void
 
 static dist_status fn_fail(const dist_rpc_args *in, dist_rpc_outputs *out, void *u) {
   (void)out, (void)u;
+  if (in->opts_bytes) return DIST_ERR_IO; /* without a message */
   return dist_rpc_fail(DIST_ERR_INVALID_ARGUMENT, "asked to fail by rank %d", in->caller);
 }
 
@@ -343,6 +344,11 @@ static void test_errors(void) {
   dist_future_free(f);
   CU_ASSERT_EQUAL(dist_rpc_call_sync(to, "fail", &a, 1, NULL, 0, &f), DIST_ERR_INVALID_ARGUMENT);
   CU_ASSERT_PTR_NOT_NULL(strstr(dist_last_error(), "asked to fail"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(dist_last_error(), worker));
+  dist_future_free(f);
+  /* a failure without a message is named as such, not with a stale one */
+  CU_ASSERT_EQUAL(dist_rpc_call_sync(to, "fail", &a, 1, &s, sizeof s, &f), DIST_ERR_IO);
+  CU_ASSERT_PTR_NOT_NULL(strstr(dist_last_error(), "'fail' returned"));
   CU_ASSERT_PTR_NOT_NULL(strstr(dist_last_error(), worker));
   dist_future_free(f);
   /* a remote function's own argument check */

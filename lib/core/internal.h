@@ -13,6 +13,9 @@
 /* Record `fmt` as this thread's last error and return `status`. Called by the
  * place that detects an error; callers pass the code up. */
 dist_status dist__error(dist_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Empties this thread's last error: code that runs a user's function and
+ * must tell whether it set a message. */
+void dist__error_clear(void);
 
 /* Prefix this thread's last error with context ("subgroup 'g' of 'world'")
  * and return `status`. */

@@ -30,6 +30,8 @@ int dist__status_valid(long code) {
 
 const char *dist_last_error(void) { return last_error; }
 
+void dist__error_clear(void) { last_error[0] = 0; }
+
 /* Record the message as this thread's last error; both entry points below. */
 static dist_status record(dist_status status, const char *fmt, va_list ap) {
   vsnprintf(last_error, sizeof last_error, fmt, ap);

@@ -22,12 +22,20 @@ static void serve(dist__rpc_job *j) {
   if (!s) s = dist__rpc_lookup(m.name, m.name_len, &e);
   if (!s && j->h.kind == DIST__RPC_VJP && !e.vjp)
     s = dist__error(DIST_ERR_INVALID_ARGUMENT, "'%.*s' has no registered VJP", (int)m.name_len, m.name);
+  int ran = 0;
   if (!s) {
     dist_rpc_args in = {j->h.caller, m.ntensors, m.t, m.extra, m.extra_len};
+    dist__error_clear();
+    ran = 1;
     s = j->h.kind == DIST__RPC_VJP ? e.vjp(&in, &outs, e.vjp_user) : e.fn(&in, &outs, e.user);
   }
-  if (s) {
+  if (s && ran && !*dist_last_error()) /* failed without a word */
+    snprintf(msg, sizeof msg, "worker%d: '%.*s' returned %d (%s) without a message", dist__rpc.rank, (int)m.name_len,
+             m.name, (int)s, dist_status_string(s));
+  else if (s) {
     snprintf(msg, sizeof msg, "worker%d: %s", dist__rpc.rank, dist_last_error());
+  }
+  if (s) {
     dist__rpc_outputs_free(&outs);
     reply.extra = msg;
     reply.extra_len = strlen(msg);
