@@ -1,7 +1,8 @@
 #!/bin/sh
 # test_daso on two simulated nodes of 2 ranks (network namespaces joined by a
 # veth, tests/two-nodes.sh): the node layout comes from MPI itself, not from
-# DIST_RANKS_PER_NODE. Skipped (77) where namespaces cannot be made, and in an
+# DIST_RANKS_PER_NODE; then test_rpc on the same nodes (remote calls with
+# peer-failure endpoints between nodes, shared memory within). Skipped (77) where namespaces cannot be made, and in an
 # MPICH build (the reason is printed below).
 set -u
 . "$(dirname "$0")/mpi_jobs_only.sh"
@@ -28,5 +29,12 @@ export TWO_NODES_PREFIX=distdaso TWO_NODES_TIMEOUT=${TEST_TIMEOUT:-120}
 "$here/two-nodes.sh" up || exit 99
 "$here/two-nodes.sh" run 4 "$prog"
 rc=$?
+# Remote calls on the same two nodes: endpoints to the other node take UCX's
+# peer-failure mode (TCP over the link), those on the node shared memory.
+rpc=$(cd "${top_builddir:-.}" && pwd)/tests/test_rpc
+if [ $rc -eq 0 ] && [ -x "$rpc" ]; then
+  "$here/two-nodes.sh" run 4 "$rpc"
+  rc=$?
+fi
 "$here/two-nodes.sh" down
 exit $rc
