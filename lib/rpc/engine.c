@@ -23,7 +23,7 @@ static void deliver(const dist__rpc_header *h, void *body) {
   }
   dist_future *f = dist__inflight_take(h->call_id);
   if (!f) { /* its future gave up (freed) or a stray id */
-    free(body);
+    dist__rpc_buf_put(body);
     return;
   }
   atomic_fetch_sub(&dist__rpc.calls_out, 1);
@@ -50,7 +50,7 @@ static void body_arrived(void *request, ucs_status_t st, size_t length, void *us
   pending_body *p = user;
   (void)length;
   if (st == UCS_OK) deliver(&p->h, p->body);
-  else free(p->body), dist_log(DIST_LOG_WARN, "remote call: a message body was lost (%s)", ucs_status_string(st));
+  else dist__rpc_buf_put(p->body), dist_log(DIST_LOG_WARN, "remote call: a message body was lost (%s)", ucs_status_string(st));
   free(p);
   if (request) ucp_request_free(request);
 }
@@ -76,7 +76,7 @@ static ucs_status_t on_message(void *arg, const void *header, size_t header_leng
     dist__rpc_enqueue(&h, NULL);
     return UCS_OK;
   }
-  void *body = dist__rpc_alloc(length);
+  void *body = dist__rpc_buf_get(length);
   if (!body) {
     dist_log(DIST_LOG_WARN, "remote call: dropped a message of %zu bytes: out of memory", length);
     return UCS_OK;
@@ -87,7 +87,7 @@ static ucs_status_t on_message(void *arg, const void *header, size_t header_leng
     return UCS_OK;
   }
   pending_body *p = malloc(sizeof *p);
-  if (!p) return free(body), UCS_OK;
+  if (!p) return dist__rpc_buf_put(body), UCS_OK;
   p->h = h;
   p->body = body;
   ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
@@ -268,6 +268,7 @@ static void teardown(void) {
   free(dist__rpc.arrived);
   if (dist__rpc.worker) ucp_worker_destroy(dist__rpc.worker);
   if (dist__rpc.ctx) ucp_cleanup(dist__rpc.ctx);
+  dist__rpc_buf_drain();
   pthread_mutex_destroy(&dist__rpc.fmu);
   memset(&dist__rpc, 0, sizeof dist__rpc);
 }

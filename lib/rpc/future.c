@@ -22,7 +22,7 @@ static void future_destroy(dist_future *f) {
   for (int i = 0; i < f->nparts; i++) dist_future_free(f->parts[i]);
   free(f->parts);
   dist__rpc_outputs_free(&f->outs);
-  free(f->body);
+  dist__rpc_buf_put(f->body);
   free(f->msg);
   pthread_mutex_destroy(&f->mu);
   pthread_cond_destroy(&f->cv);
@@ -45,7 +45,7 @@ void dist__future_complete(dist_future *f, dist_status s, const char *msg, void 
   pthread_mutex_lock(&f->mu);
   if (atomic_load(&f->done)) { /* completed already (a failure raced a reply) */
     pthread_mutex_unlock(&f->mu);
-    free(body);
+    dist__rpc_buf_put(body);
     if (outs) dist__rpc_outputs_free(outs);
     return;
   }

@@ -20,9 +20,8 @@ dist_status dist_rpc_output(dist_rpc_outputs *out, dist_dtype dtype, int ndim, c
       return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_rpc_output: extent %lld in dim %d", (long long)shape[d], d);
     n *= (size_t)shape[d];
   }
-  void *mem = NULL;
-  if (posix_memalign(&mem, 64, n ? n : 1))
-    return dist__error(DIST_ERR_NO_MEMORY, "dist_rpc_output: %zu bytes", n);
+  void *mem = dist__rpc_buf_get(n);
+  if (!mem) return dist__error(DIST_ERR_NO_MEMORY, "dist_rpc_output: %zu bytes", n);
   out->mem[out->n] = mem;
   out->t[out->n] = dist_tensor_host(n ? mem : NULL, dtype, ndim, shape);
   *t = out->t[out->n++];
@@ -30,7 +29,7 @@ dist_status dist_rpc_output(dist_rpc_outputs *out, dist_dtype dtype, int ndim, c
 }
 
 void dist__rpc_outputs_free(dist_rpc_outputs *o) {
-  for (int i = 0; i < o->n; i++) free(o->mem[i]);
+  for (int i = 0; i < o->n; i++) dist__rpc_buf_put(o->mem[i]);
   memset(o, 0, sizeof *o);
 }
 

@@ -109,6 +109,12 @@ dist_status dist__rpc_lookup(const char *name, size_t len, dist__rpc_fn_entry *o
 uint64_t dist__rpc_registry_hash(int *count);
 dist_status dist__rpc_registry_name(int i, char *buf, size_t cap);
 
+/* buffers.c: message bodies and output tensors (64-byte aligned; large ones
+ * are kept for reuse); drain frees the kept ones. */
+void *dist__rpc_buf_get(size_t n);
+void dist__rpc_buf_put(void *p);
+void dist__rpc_buf_drain(void);
+
 /* send.c: UCX's status as a distmgr error; 64-byte aligned memory. */
 dist_status dist__rpc_ucx_error(ucs_status_t st, const char *what);
 void *dist__rpc_alloc(size_t n);

@@ -17,7 +17,7 @@ void *dist__rpc_alloc(size_t n) {
 
 void dist__rpc_out_free(dist__rpc_out *o) {
   if (!o) return;
-  for (int i = 0; i < o->nowned; i++) free(o->owned[i]);
+  for (int i = 0; i < o->nowned; i++) dist__rpc_buf_put(o->owned[i]);
   free(o->meta);
   pthread_mutex_destroy(&o->mu);
   pthread_cond_destroy(&o->cv);

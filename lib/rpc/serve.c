@@ -55,7 +55,7 @@ static void serve(dist__rpc_job *j) {
   }
   if (o && j->h.caller >= 0 && j->h.caller < dist__rpc.size) dist__rpc_send(j->h.caller, o, 0);
   else dist__rpc_out_free(o);
-  free(j->body);
+  dist__rpc_buf_put(j->body);
   free(j);
   atomic_fetch_sub(&dist__rpc.calls_in, 1);
 }
@@ -63,7 +63,7 @@ static void serve(dist__rpc_job *j) {
 void dist__rpc_enqueue(const dist__rpc_header *h, void *body) {
   dist__rpc_job *j = malloc(sizeof *j);
   if (!j) {
-    free(body);
+    dist__rpc_buf_put(body);
     atomic_fetch_sub(&dist__rpc.calls_in, 1);
     return;
   }
@@ -135,7 +135,7 @@ void dist__rpc_exec_stop(void) {
   pthread_mutex_unlock(&dist__rpc.qmu);
   for (int i = 0; i < dist__rpc.nexec; i++) pthread_join(dist__rpc.exec[i], NULL);
   dist__rpc.nexec = 0;
-  for (dist__rpc_job *j = dist__rpc.qhead, *n; j; j = n) n = j->next, free(j->body), free(j);
+  for (dist__rpc_job *j = dist__rpc.qhead, *n; j; j = n) n = j->next, dist__rpc_buf_put(j->body), free(j);
   dist__rpc.qhead = dist__rpc.qtail = NULL;
   pthread_mutex_destroy(&dist__rpc.qmu);
   pthread_cond_destroy(&dist__rpc.qcv);
