@@ -93,13 +93,15 @@ static dist_status wait_done(dist_future *f, const char *what) {
    * then sleeps until the progress thread completes the call. */
   struct timespec t0, now;
   clock_gettime(CLOCK_MONOTONIC, &t0);
+  atomic_fetch_add(&dist__rpc.pollers, 1);
   for (int i = 0; !settled(f); i++) {
     if (dist__rpc.worker) ucp_worker_progress(dist__rpc.worker);
-    if ((i & 15) == 0) {
+    if ((i & 15) == 15) {
       clock_gettime(CLOCK_MONOTONIC, &now);
       if ((now.tv_sec - t0.tv_sec) * 1e6 + (now.tv_nsec - t0.tv_nsec) / 1e3 > DIST__RPC_SPIN_US) break;
     }
   }
+  atomic_fetch_sub(&dist__rpc.pollers, 1);
   if (settled(f)) return DIST_SUCCESS;
   double timeout = dist__rpc.timeout;
   struct timespec dl;

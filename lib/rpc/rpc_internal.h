@@ -94,6 +94,7 @@ typedef struct dist__rpc_engine {
   dist__rpc_job *qhead, *qtail;
   int qstop;
   atomic_int qlen, qspin; /* jobs queued; an executor polls the worker */
+  atomic_int pollers;     /* threads polling the worker besides the progress thread */
   /* calls in flight: made here (futures by id), served here */
   pthread_mutex_t fmu;
   dist_future *inflight;

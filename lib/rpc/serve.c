@@ -90,11 +90,13 @@ static double now_us(void) {
  * a call that follows another soon costs no thread wake-up on this side. */
 static void spin_for_work(void) {
   if (atomic_exchange(&dist__rpc.qspin, 1)) return; /* another one spins */
+  atomic_fetch_add(&dist__rpc.pollers, 1);
   double t0 = now_us();
   for (int i = 0; !atomic_load(&dist__rpc.qlen) && !dist__rpc.qstop; i++) {
     ucp_worker_progress(dist__rpc.worker);
     if ((i & 15) == 15 && now_us() - t0 > DIST__RPC_SPIN_US) break;
   }
+  atomic_fetch_sub(&dist__rpc.pollers, 1);
   atomic_store(&dist__rpc.qspin, 0);
 }
 
