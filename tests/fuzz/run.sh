@@ -17,10 +17,10 @@ build=${top_builddir:-.}/tests/fuzz
 time=${FUZZ_TIME:-10}
 targets=${*:-fuzz_safetensors fuzz_launch fuzz_settings fuzz_store fuzz_rpc}
 
-# CI fuzzes once, in its build without CUDA: the targets are the same
-# sources, built by clang with their own sanitizers, in every build.
+# CI fuzzes once, in its torchrun pass: the targets are the same sources,
+# built by clang with their own sanitizers, in every build.
 if [ "${CI_SKIP_FUZZ:-}" = 1 ]; then
-  echo "SKIP: CI_SKIP_FUZZ=1: CI runs the fuzz targets once, in the build without CUDA (pml ob1)"
+  echo "SKIP: CI_SKIP_FUZZ=1: CI runs the fuzz targets once, in its torchrun pass"
   exit 77
 fi
 
