@@ -9,6 +9,8 @@
 #include "distmgr/coll.h"
 #include "distmgr/log.h"
 #include "distmgr/manager.h"
+#include "backend/agree.h"
+#include "group/group.h"
 #include "manager/state.h"
 #include "rpc/rpc_internal.h"
 
@@ -101,31 +103,25 @@ static ucs_status_t on_message(void *arg, const void *header, size_t header_leng
 
 /* ---- the progress thread --------------------------------------------------------- */
 
-static double now_us(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
-}
-
 /* Progress while there is work; after DIST__RPC_SPIN_US without any, sleep on UCX's
  * wakeup fd (ucp_worker_signal wakes it for sends and for stopping). */
 static void *progress_main(void *arg) {
   (void)arg;
-  double idle_since = now_us();
+  double idle_since = dist__rpc_now_us();
   for (unsigned i = 0; !atomic_load(&dist__rpc.stop); i++) {
     if (ucp_worker_progress(dist__rpc.worker)) {
-      idle_since = now_us();
+      idle_since = dist__rpc_now_us();
       continue;
     }
     /* The clock every 16th turn (it was 15 % of a busy rank's samples); no
      * spin while another thread polls (a waiting caller, the spinning
      * executor): a third on the worker's lock only makes them all wait. */
-    if ((i & 15) || (!atomic_load(&dist__rpc.pollers) && now_us() - idle_since < DIST__RPC_SPIN_US)) continue;
+    if ((i & 15) || (!atomic_load(&dist__rpc.pollers) && dist__rpc_now_us() - idle_since < DIST__RPC_SPIN_US)) continue;
     ucs_status_t st = ucp_worker_arm(dist__rpc.worker);
     if (st == UCS_ERR_BUSY) continue;
     struct pollfd pfd = {dist__rpc.efd, POLLIN, 0};
     if (st == UCS_OK) poll(&pfd, 1, 100);
-    idle_since = now_us();
+    idle_since = dist__rpc_now_us();
   }
   return NULL;
 }
@@ -247,9 +243,9 @@ static void close_endpoints(void) {
     ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
                              .flags = atomic_load(&dist__rpc.dead[r]) ? UCP_EP_CLOSE_FLAG_FORCE : 0};
     ucs_status_ptr_t q = ucp_ep_close_nbx(dist__rpc.ep[r], &p);
-    double t0 = now_us();
+    double t0 = dist__rpc_now_us();
     if (q && !UCS_PTR_IS_ERR(q)) {
-      while (ucp_request_check_status(q) == UCS_INPROGRESS && now_us() - t0 < 2e6) ucp_worker_progress(dist__rpc.worker);
+      while (ucp_request_check_status(q) == UCS_INPROGRESS && dist__rpc_now_us() - t0 < 2e6) ucp_worker_progress(dist__rpc.worker);
       ucp_request_free(q);
     }
     dist__rpc.ep[r] = NULL;
@@ -280,16 +276,12 @@ int dist_rpc_is_initialized(void) { return dist__rpc.on; }
 
 static dist_status register_own(void);
 
-/* Every rank's outcome of a step of init, so that none goes on alone. */
+/* Every rank's outcome of a step of init, so that none goes on alone: the
+ * control round on the world group (it names a rank that failed). */
 static dist_status agree(dist_status mine, const char *what) {
-  int64_t bad = mine ? 1 : 0;
-  dist_tensor t = dist_tensor_host(&bad, DIST_I64, 0, NULL);
-  char msg[1024];
-  snprintf(msg, sizeof msg, "%s", mine ? dist_last_error() : "");
-  DIST_CHECK(dist_all_reduce(NULL, &t, DIST_SUM));
-  if (mine) return dist__error(mine, "%s", msg);
-  if (bad) return dist__error(DIST_ERR_ABORTED, "%s failed on %lld other rank(s)", what, (long long)bad);
-  return DIST_SUCCESS;
+  dist__group *world = NULL;
+  DIST_CHECK(dist__group_find(NULL, &world));
+  return dist__agree_group(world, mine, what);
 }
 
 dist_status dist_rpc_init(void) {
@@ -366,9 +358,9 @@ static void nap_ms(long ms) {
  * executors answer while they compute); one that does not answer ends the
  * wait with its name. Once all have arrived nothing is in flight anywhere. */
 static dist_status drain(void) {
-  double t0 = now_us(), limit = dist__rpc.timeout > 0 ? dist__rpc.timeout * 1e6 : 0;
+  double t0 = dist__rpc_now_us(), limit = dist__rpc.timeout > 0 ? dist__rpc.timeout * 1e6 : 0;
   while (atomic_load(&dist__rpc.calls_out) > 0) {
-    if (limit && now_us() - t0 > limit) {
+    if (limit && dist__rpc_now_us() - t0 > limit) {
       dist__inflight_fail(-1, DIST_ERR_TIMEOUT, "abandoned by dist_rpc_shutdown after DIST_TIMEOUT");
       break;
     }
@@ -378,18 +370,18 @@ static dist_status drain(void) {
     dist_status s = call_own(r, ARRIVE);
     if (s) return dist__error(s, "dist_rpc_shutdown: telling worker%d: %s", r, dist_last_error());
   }
-  double last = now_us();
+  double last = dist__rpc_now_us();
   for (;;) {
     int missing = -1;
     for (int r = 0; r < dist__rpc.size && missing < 0; r++)
       if (!atomic_load(&dist__rpc.arrived[r])) missing = r;
     if (missing < 0) return DIST_SUCCESS;
-    if (limit && now_us() - last > limit) {
+    if (limit && dist__rpc_now_us() - last > limit) {
       dist_status s = call_own(missing, PING);
       if (s) return dist__error(DIST_ERR_ABORTED, "dist_rpc_shutdown: worker%d stopped answering while the others waited: %s",
                                 missing, dist_last_error());
       dist_log(DIST_LOG_DEBUG, "dist_rpc_shutdown: worker%d is alive and has not arrived yet", missing);
-      last = now_us();
+      last = dist__rpc_now_us();
     }
     nap_ms(1);
   }

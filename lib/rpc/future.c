@@ -91,15 +91,11 @@ static dist_status wait_done(dist_future *f, const char *what) {
   /* The waiter progresses the worker itself for a while (its reply is then
    * handled on this thread, no wake-up of the progress thread and back),
    * then sleeps until the progress thread completes the call. */
-  struct timespec t0, now;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
+  double t0 = dist__rpc_now_us();
   atomic_fetch_add(&dist__rpc.pollers, 1);
   for (int i = 0; !settled(f); i++) {
     if (dist__rpc.worker) ucp_worker_progress(dist__rpc.worker);
-    if ((i & 15) == 15) {
-      clock_gettime(CLOCK_MONOTONIC, &now);
-      if ((now.tv_sec - t0.tv_sec) * 1e6 + (now.tv_nsec - t0.tv_nsec) / 1e3 > DIST__RPC_SPIN_US) break;
-    }
+    if ((i & 15) == 15 && dist__rpc_now_us() - t0 > DIST__RPC_SPIN_US) break;
   }
   atomic_fetch_sub(&dist__rpc.pollers, 1);
   if (settled(f)) return DIST_SUCCESS;
@@ -149,14 +145,11 @@ dist_status dist_future_wait_any(dist_future *const *fs, int n, int *index) {
   if (n <= 0 || !fs || !index) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_future_wait_any: %d futures", n);
   for (int i = 0; i < n; i++)
     if (!fs[i]) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_future_wait_any: future %d is NULL", i);
-  struct timespec t0, now;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
+  double t0 = dist__rpc_now_us();
   for (long spin = 0;; spin++) {
     for (int i = 0; i < n; i++)
       if (settled(fs[i])) return *index = i, DIST_SUCCESS;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    double el = (double)(now.tv_sec - t0.tv_sec) + (now.tv_nsec - t0.tv_nsec) / 1e9;
-    if (dist__rpc.timeout > 0 && el > dist__rpc.timeout)
+    if (dist__rpc.timeout > 0 && dist__rpc_now_us() - t0 > dist__rpc.timeout * 1e6)
       return dist__error(DIST_ERR_TIMEOUT, "dist_future_wait_any: none of %d calls completed within DIST_TIMEOUT", n);
     if (spin > 1000) {
       struct timespec nap = {0, 50000};

@@ -4,7 +4,10 @@
 #include <string.h>
 
 #include "core/hash.h"
+#include "backend/agree.h"
 #include "distmgr/coll.h"
+#include "distmgr/manager.h"
+#include "group/group.h"
 #include "rpc/rpc_internal.h"
 
 #define REGISTRY_MAX 256
@@ -79,22 +82,24 @@ dist_status dist_rpc_check_registry(void) {
   int64_t mine[2] = {registered, 0};
   for (int i = 0; i < registered; i++) mine[1] = (int64_t)((uint64_t)mine[1] + entry_hash(&registry[i]));
   pthread_mutex_unlock(&registry_mu);
-  int64_t lo[2] = {mine[0], mine[1]}, hi[2] = {mine[0], mine[1]};
-  int64_t two = 2;
-  dist_tensor a = dist_tensor_host(lo, DIST_I64, 1, &two), b = dist_tensor_host(hi, DIST_I64, 1, &two);
-  DIST_CHECK(dist_all_reduce(NULL, &a, DIST_MIN));
-  DIST_CHECK(dist_all_reduce(NULL, &b, DIST_MAX));
-  if (lo[0] == hi[0] && lo[1] == hi[1]) return DIST_SUCCESS;
+  /* The control round on the world compares everyone's (count, names) hash. */
+  dist__group *world = NULL;
+  int differs = 0, me = 0;
+  DIST_CHECK(dist__group_find(NULL, &world));
+  DIST_CHECK(dist_manager_rank(&me));
+  dist_status s = dist__agree_status_hash_group(world, DIST_SUCCESS, dist__hash(DIST__HASH_SEED, mine, sizeof mine),
+                                                "dist_rpc_check_registry", &differs);
+  if (!differs) return s;
   /* Which rank differs from rank 0: the lowest whose (count, hash) is not rank 0's. */
-  int64_t ref[2] = {mine[0], mine[1]};
+  int64_t ref[2] = {mine[0], mine[1]}, two = 2;
   dist_tensor r = dist_tensor_host(ref, DIST_I64, 1, &two);
   DIST_CHECK(dist_broadcast(NULL, &r, 0));
-  int64_t who = (mine[0] != ref[0] || mine[1] != ref[1]) ? dist__rpc.rank : INT64_MAX;
+  int64_t who = (mine[0] != ref[0] || mine[1] != ref[1]) ? me : INT64_MAX;
   dist_tensor w = dist_tensor_host(&who, DIST_I64, 0, NULL);
   DIST_CHECK(dist_all_reduce(NULL, &w, DIST_MIN));
   return dist__error(DIST_ERR_MISMATCH,
-                     "remote calls: worker%lld registered other functions than worker0 (%lld functions against "
-                     "%lld, or other names or VJPs)",
-                     (long long)who, (long long)(who == dist__rpc.rank ? mine[0] : -1), (long long)ref[0]);
+                     "remote calls: worker%lld registered other functions than worker0 (worker0 has %lld; or other "
+                     "names, or other VJPs)",
+                     (long long)who, (long long)ref[0]);
 }
 

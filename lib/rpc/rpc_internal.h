@@ -105,6 +105,9 @@ typedef struct dist__rpc_engine {
 
 extern dist__rpc_engine dist__rpc;
 
+/* state.c: a monotonic clock in microseconds (the spins' and waits' limits). */
+double dist__rpc_now_us(void);
+
 /* registry.c */
 dist_status dist__rpc_lookup(const char *name, size_t len, dist__rpc_fn_entry *out);
 uint64_t dist__rpc_registry_hash(int *count);

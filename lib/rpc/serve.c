@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "rpc/rpc_internal.h"
 
@@ -79,22 +78,16 @@ void dist__rpc_enqueue(const dist__rpc_header *h, void *body) {
   pthread_mutex_unlock(&dist__rpc.qmu);
 }
 
-static double now_us(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
-}
-
 /* One idle executor at a time polls the worker for DIST__RPC_SPIN_US before
  * it sleeps: a request it receives there is queued and taken by itself, so
  * a call that follows another soon costs no thread wake-up on this side. */
 static void spin_for_work(void) {
   if (atomic_exchange(&dist__rpc.qspin, 1)) return; /* another one spins */
   atomic_fetch_add(&dist__rpc.pollers, 1);
-  double t0 = now_us();
+  double t0 = dist__rpc_now_us();
   for (int i = 0; !atomic_load(&dist__rpc.qlen) && !dist__rpc.qstop; i++) {
     ucp_worker_progress(dist__rpc.worker);
-    if ((i & 15) == 15 && now_us() - t0 > DIST__RPC_SPIN_US) break;
+    if ((i & 15) == 15 && dist__rpc_now_us() - t0 > DIST__RPC_SPIN_US) break;
   }
   atomic_fetch_sub(&dist__rpc.pollers, 1);
   atomic_store(&dist__rpc.qspin, 0);

@@ -23,12 +23,6 @@ static void put_align(cursor *c, size_t a) {
   put(c, zeros, ((c->at + a - 1) & ~(a - 1)) - c->at);
 }
 
-static size_t data_bytes(const dist_tensor *t) {
-  size_t n = dist_dtype_size(t->dtype);
-  for (int d = 0; d < t->ndim; d++) n *= (size_t)t->shape[d];
-  return n;
-}
-
 dist_status dist__rpc_encode_meta(const dist__rpc_msg *m, void *buf, size_t cap, size_t *meta_len,
                                   size_t *body_len) {
   if (m->name_len > DIST_RPC_MAX_NAME)
@@ -57,7 +51,7 @@ dist_status dist__rpc_encode_meta(const dist__rpc_msg *m, void *buf, size_t cap,
     put(&c, d, 8);
     put_align(&c, 8);
     put(&c, t->shape, 8 * (size_t)t->ndim);
-    data += dist__rpc_pad(data_bytes(t));
+    data += dist__rpc_pad(dist_tensor_nbytes(t));
   }
   put_align(&c, 8);
   uint64_t x = m->extra_len;
@@ -158,7 +152,7 @@ dist_status dist__rpc_decode(const void *body, size_t len, dist__rpc_msg *m) {
                        meta > len ? 0 : len - meta, data);
   const unsigned char *at = (const unsigned char *)body + meta;
   for (int i = 0; i < m->ntensors; i++) {
-    size_t n = data_bytes(&m->t[i]);
+    size_t n = dist_tensor_nbytes(&m->t[i]);
     m->t[i].data = n ? (void *)at : NULL;
     at += dist__rpc_pad(n);
   }

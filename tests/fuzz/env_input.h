@@ -14,13 +14,7 @@
 
 #define ENV_INPUT_MAX 64
 
-#define CHECK(cond)                                                      \
-  do {                                                                   \
-    if (!(cond)) {                                                       \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      abort();                                                           \
-    }                                                                    \
-  } while (0)
+#include "check.h"
 
 static char **env_from_input(const uint8_t *data, size_t size) {
   size_t lines = 1;

@@ -22,13 +22,7 @@
 #include "core/internal.h"
 #include "rpc/wire.h"
 
-#define CHECK(cond)                                                      \
-  do {                                                                   \
-    if (!(cond)) {                                                       \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      abort();                                                           \
-    }                                                                    \
-  } while (0)
+#include "check.h"
 
 #define BODY_MAX ((uint64_t)1 << 40) /* the engine's limit */
 

@@ -14,10 +14,7 @@
 
 #include "safetensors.h"
 
-#define CHECK(cond)        \
-  do {                     \
-    if (!(cond)) abort();  \
-  } while (0)
+#include "check.h"
 
 static size_t elem_size(dist_dtype d) {
   switch (d) {

@@ -20,13 +20,7 @@
 #include "store/kv.h"
 #include "store/wire.h"
 
-#define CHECK(cond)                                                      \
-  do {                                                                   \
-    if (!(cond)) {                                                       \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      abort();                                                           \
-    }                                                                    \
-  } while (0)
+#include "check.h"
 
 static void check_decimal(const uint8_t *p, size_t n) {
   int64_t v;
