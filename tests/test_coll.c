@@ -1121,6 +1121,83 @@ static void test_errors_one_rank(void) {
   }
 }
 
+/* An all-to-all-v whose data went before its check round (backend/spec.h)
+ * must leave nothing behind when the round fails: every data message taken
+ * or drained, every receive matched or cancelled. A correct exchange of
+ * rendezvous-sized chunks afterwards proves it: a stray message would land in
+ * it (or, one in flight for ever, hang it). */
+#define SPEC_CHUNK 20000 /* floats per peer: past every eager limit */
+
+static float spec_value(int src, int dst, int64_t i) { return (float)(src * 1000003 + dst * 7919) + (float)i; }
+
+static void a2a_works(int line) {
+  int64_t ss[MAXW], rs[MAXW], nin = 0, nout = 0;
+  for (int r = 0; r < W; r++) ss[r] = SPEC_CHUNK + r, rs[r] = SPEC_CHUNK + R, nin += ss[r], nout += rs[r];
+  float *in = malloc(sizeof *in * (size_t)nin), *out = malloc(sizeof *out * (size_t)nout);
+  int64_t off = 0;
+  for (int r = 0; r < W; r++)
+    for (int64_t i = 0; i < ss[r]; i++) in[off++] = spec_value(R, r, i);
+  dist_tensor ti = dist_tensor_host(in, DIST_F32, 1, &nin), to = dist_tensor_host(out, DIST_F32, 1, &nout);
+  dist_status s = dist_all_to_all_v(NULL, &ti, &to, 0, ss, rs);
+  int bad = 0;
+  off = 0;
+  for (int r = 0; r < W && !s; r++)
+    for (int64_t i = 0; i < rs[r]; i++) bad += out[off++] != spec_value(r, R, i);
+  if (s || bad)
+    fprintf(stderr, "[rank %d/%d] line %d: the all_to_all_v after the error: %d (%s), %d wrong values\n", R, W, line,
+            (int)s, s ? dist_last_error() : "", bad);
+  assert_at(!s && !bad, line, "a valid all_to_all_v works after the error");
+  free(in);
+  free(out);
+}
+
+/* Rank 1's arguments differ from everyone else's; the others' data is
+ * already on its way when the round finds out. */
+static void test_errors_speculated(void) {
+  const dist_status INV = DIST_ERR_INVALID_ARGUMENT, MIS = DIST_ERR_MISMATCH;
+  int64_t ss[MAXW], rs[MAXW], nin = 0, nout = 0;
+  for (int r = 0; r < W; r++) ss[r] = rs[r] = SPEC_CHUNK, nin += ss[r], nout += rs[r];
+  float *in = calloc((size_t)nin + 64, sizeof *in), *out = calloc((size_t)nout + 64, sizeof *out);
+  dist_tensor ti = dist_tensor_host(in, DIST_F32, 1, &nin), to = dist_tensor_host(out, DIST_F32, 1, &nout);
+  a2a_works(__LINE__);
+
+  /* A different collective: rank 1 posted no receives; its messages are drained. */
+  EXPECT_ERR(R == 1 ? dist_all_reduce(NULL, &ti, DIST_SUM) : dist_all_to_all_v(NULL, &ti, &to, 0, ss, rs), MIS, NONE,
+             NULL, NULL);
+  a2a_works(__LINE__);
+
+  /* The non-blocking form does not speculate: rank 1 again posted nothing. */
+  dist_request *req = NULL;
+  EXPECT_ERR(R == 1 ? dist_all_to_all_v_start(NULL, &ti, &to, 0, ss, rs, &req) : dist_all_to_all_v(NULL, &ti, &to, 0, ss, rs),
+             MIS, NONE, NULL, NULL);
+  CU_ASSERT_PTR_NULL(req);
+  a2a_works(__LINE__);
+
+  /* A rank-local invalid argument: rank 1 never posts. */
+  dist_tensor nodata = dist_tensor_host(R == 1 ? NULL : in, DIST_F32, 1, &nin);
+  EXPECT_ERR(dist_all_to_all_v(NULL, &nodata, &to, 0, ss, rs), INV, MIS, R == 1 ? NULL : "rank 1", NULL);
+  a2a_works(__LINE__);
+
+  /* Counts that do not pair up, both ways: rank 1 sends rank 0 more than it
+   * expects (a truncated receive) or fewer. */
+  for (int more = 0; more < 2; more++) {
+    int64_t s2[MAXW], n2 = 0, d = more ? 64 : -64;
+    for (int r = 0; r < W; r++) s2[r] = ss[r] + (R == 1 && r == 0 ? d : 0), n2 += s2[r];
+    dist_tensor t2 = dist_tensor_host(in, DIST_F32, 1, &n2);
+    EXPECT_ERR(dist_all_to_all_v(NULL, &t2, &to, 0, s2, rs), MIS, NONE, "rank 1 of group 'world' sends", "rank 0");
+    a2a_works(__LINE__);
+  }
+
+  /* The same counts under another shape: both post, the hashes differ. */
+  int64_t sh2[2] = {nin, 1}, so2[2] = {nout, 1};
+  dist_tensor t2i = dist_tensor_host(in, DIST_F32, 2, sh2), t2o = dist_tensor_host(out, DIST_F32, 2, so2);
+  EXPECT_ERR(R == 1 ? dist_all_to_all_v(NULL, &t2i, &t2o, 0, ss, rs) : dist_all_to_all_v(NULL, &ti, &to, 0, ss, rs),
+             MIS, NONE, NULL, NULL);
+  a2a_works(__LINE__);
+  free(in);
+  free(out);
+}
+
 /* Sizes that overflow (issue 18): shapes whose element or byte count does
  * not fit int64 (f32[2^40, 2^40] wrapped to 0 elements and "reduced"
  * successfully), and (test_errors_overflow_ranks, from 2 ranks) sums over
@@ -1370,6 +1447,7 @@ static const coll_case CASES[] = {
     {"errors",        "same bad argument everywhere",                     test_errors_everywhere,    1, MAXW, HOST},
     {"errors",        "a malformed check word",                           test_errors_malformed_word, 2, MAXW, HOST},
     {"errors",        "one rank differs",                                 test_errors_one_rank,      2, MAXW, HOST},
+    {"errors",        "one rank differs from an all_to_all_v in flight",  test_errors_speculated,    2, MAXW, HOST},
     {"errors",        "sizes that overflow",                              test_errors_overflow,      1, MAXW, HOST},
     {"errors",        "sums over the ranks that overflow",                test_errors_overflow_ranks, 2, MAXW, HOST},
 };

@@ -15,6 +15,7 @@
 #include "core/hash.h"
 #include "backend/agree.h"
 #include "backend/backend.h"
+#include "backend/spec.h"
 #include "backend/wait.h"
 #ifdef HAVE_GLOO
 #include "backend/gloo.h"
@@ -29,7 +30,8 @@ static dist__round round_init(int rank, dist_status local, uint64_t hash) {
   r.in[0] = local ? ((int64_t)(-(int64_t)local) << 32) | (int64_t)(0x7FFFFFFF - rank) : 0;
   r.in[1] = local ? 0 : (int64_t)hash;
   r.in[2] = local ? 0 : ~(int64_t)hash;
-  r.in[3] = 0;
+  r.in[3] = r.in[4] = 0;
+  r.spec = NULL;
   if (dist__fault("round_word")) r.in[0] = 0x7fffdc8b4b60LL; /* tests: a word no rank could have sent */
   return r;
 }
@@ -51,12 +53,20 @@ dist__round dist__round_init(MPI_Comm comm, dist_status local, uint64_t hash) {
  * different control points still pair up and see different hashes. */
 #define ROUND_TAG 0x0c0d
 
-/* MAX over (failure, hash, ~hash), SUM over the balance word: commutative,
- * so every rank ends with the same words. */
+#define W DIST__ROUND_WORDS
+
+/* MAX over (failure, hash, ~hash, speculated), SUM over the balance word:
+ * commutative, so every rank ends with the same words. */
 static void combine(int64_t *mine, const int64_t *theirs) {
-  for (int k = 0; k < 3; k++)
-    if (theirs[k] > mine[k]) mine[k] = theirs[k];
+  for (int k = 0; k < W; k++)
+    if (k != 3 && theirs[k] > mine[k]) mine[k] = theirs[k];
   mine[3] = (int64_t)((uint64_t)mine[3] + (uint64_t)theirs[3]);
+}
+
+/* The same on every rank: a failure, different hashes (every rank sees
+ * that when any two differ), or counts that do not balance. */
+static int round_failed(const dist__round *r) {
+  return r->out[0] || r->out[1] != r->in[1] || r->out[2] != r->in[2] || r->out[3];
 }
 
 /* Where a control exchange runs: a group's Gloo context, else an MPI
@@ -67,31 +77,26 @@ typedef struct engine {
   int rank, size;
 } engine;
 
-/* Send w[0..4) to `to` (if >= 0) and receive w[4..8) from `from` (if >= 0). */
+/* Send w[0..W) to `to` (if >= 0) and receive w[W..2W) from `from` (if >= 0). */
 static dist_status step(const engine *e, int to, int from, int64_t *w, const char *call) {
 #ifdef HAVE_GLOO
-  if (e->g) return dist__gloo_sendrecv(e->g->gloo, w, 4 * sizeof *w, to, w + 4, 4 * sizeof *w, from);
+  if (e->g) return dist__gloo_sendrecv(e->g->gloo, w, W * sizeof *w, to, w + W, W * sizeof *w, from);
 #endif
   MPI_Comm comm = e->comm;
   MPI_Request q[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   int rc = MPI_SUCCESS;
-  if (from >= 0) rc = MPI_Irecv(w + 4, 4, MPI_INT64_T, from, ROUND_TAG, comm, &q[1]);
-  if (rc == MPI_SUCCESS && to >= 0) rc = MPI_Isend(w, 4, MPI_INT64_T, to, ROUND_TAG, comm, &q[0]);
+  if (from >= 0) rc = MPI_Irecv(w + W, W, MPI_INT64_T, from, ROUND_TAG, comm, &q[1]);
+  if (rc == MPI_SUCCESS && to >= 0) rc = MPI_Isend(w, W, MPI_INT64_T, to, ROUND_TAG, comm, &q[0]);
   if (rc != MPI_SUCCESS) return dist__mpi_error(rc, call); /* (a posted receive stays with the broken rank) */
   for (int i = 0; i < 2; i++)
     if (q[i] != MPI_REQUEST_NULL) DIST_CHECK(dist__wait(&q[i], call, DIST__WAIT_CONTROL));
   return DIST_SUCCESS;
 }
 
-/* The round on e's communicator or Gloo context. */
-static dist_status round_run(const engine *e, dist__round *r, const char *call) {
+/* Recursive doubling over w[0..W) (w[W..2W) receives), with the fold for
+ * sizes that are not a power of 2. */
+static dist_status exchange_doubling(const engine *e, int64_t *w, const char *call) {
   int me = e->rank, P = e->size;
-  /* A wait that gives up (a peer's fault, DIST_TIMEOUT) leaves its requests
-   * to MPI, which may still write into them later (the exit-time flush): the
-   * words live on the heap, and stay there then, not in the caller's frame. */
-  int64_t *w = malloc(8 * sizeof *w);
-  if (!w) return dist__error(DIST_ERR_NO_MEMORY, "%s: control words", call);
-  memcpy(w, r->in, sizeof r->in);
   int pof2 = 1;
   while (pof2 * 2 <= P) pof2 *= 2;
   int rem = P - pof2, vrank; /* ranks below 2*rem pair up first: the odd one goes on for both */
@@ -101,7 +106,7 @@ static dist_status round_run(const engine *e, dist__round *r, const char *call) 
     vrank = -1;
   } else if (me < 2 * rem) {
     s = step(e, -1, me - 1, w, call);
-    if (!s) combine(w, w + 4);
+    if (!s) combine(w, w + W);
     vrank = me / 2;
   } else {
     vrank = me - rem;
@@ -109,18 +114,58 @@ static dist_status round_run(const engine *e, dist__round *r, const char *call) 
   for (int mask = 1; !s && vrank >= 0 && mask < pof2; mask <<= 1) {
     int vpeer = vrank ^ mask, peer = vpeer < rem ? vpeer * 2 + 1 : vpeer + rem;
     s = step(e, peer, peer, w, call);
-    if (!s) combine(w, w + 4);
+    if (!s) combine(w, w + W);
   }
   if (!s && me < 2 * rem) { /* the result back to the even partner */
     if (me % 2) s = step(e, me - 1, -1, w, call);
-    else if (!(s = step(e, -1, me + 1, w, call))) memcpy(w, w + 4, 4 * sizeof *w);
+    else if (!(s = step(e, -1, me + 1, w, call))) memcpy(w, w + W, W * sizeof *w);
   }
+  return s;
+}
+
+/* Small MPI groups send their words to every other rank at once: one
+ * message's latency instead of log2 P in a row (3 at 3 ranks, with the
+ * fold), which is most of the round where ranks share cores
+ * (bench/RESULTS.md, "The check round behind the data"). w holds P blocks
+ * of W words: mine, then the one from me-1, me-2, ... */
+#define DIRECT_MAX 8
+
+static dist_status exchange_direct(const engine *e, int64_t *w, const char *call) {
+  int me = e->rank, P = e->size, n = 0, rc = MPI_SUCCESS;
+  MPI_Request q[2 * (DIRECT_MAX - 1)];
+  for (int k = 1; k < P && rc == MPI_SUCCESS; k++)
+    rc = MPI_Irecv(w + W * k, W, MPI_INT64_T, (me - k + P) % P, ROUND_TAG, e->comm, &q[n++]);
+  for (int k = 1; k < P && rc == MPI_SUCCESS; k++)
+    rc = MPI_Isend(w, W, MPI_INT64_T, (me + k) % P, ROUND_TAG, e->comm, &q[n++]);
+  if (rc != MPI_SUCCESS) return dist__mpi_error(rc, call); /* (posted ones stay with the broken rank) */
+  for (int i = 0; i < n; i++) DIST_CHECK(dist__wait(&q[i], call, DIST__WAIT_CONTROL));
+  for (int k = 1; k < P; k++) combine(w, w + W * k);
+  return DIST_SUCCESS;
+}
+
+/* The round on e's communicator or Gloo context. Every round on one
+ * communicator takes the same pattern (it depends on the size and engine
+ * only), so two ranks at different control points still pair up. */
+static dist_status round_run(const engine *e, dist__round *r, const char *call) {
+  int me = e->rank, P = e->size, direct = !e->g && P <= DIRECT_MAX;
+  /* A wait that gives up (a peer's fault, DIST_TIMEOUT) leaves its requests
+   * to MPI, which may still write into them later (the exit-time flush): the
+   * words live on the heap, and stay there then, not in the caller's frame. */
+  int64_t *w = malloc(W * (size_t)(direct && P > 2 ? P : 2) * sizeof *w);
+  if (!w) return dist__error(DIST_ERR_NO_MEMORY, "%s: control words", call);
+  memcpy(w, r->in, sizeof r->in);
+  dist_status s = direct ? exchange_direct(e, w, call) : exchange_doubling(e, w, call);
   if (s) {
     if (e->g) free(w); /* Gloo's steps returned with their buffers; MPI's abandoned requests keep w */
     return s;
   }
   memcpy(r->out, w, sizeof r->out);
   free(w);
+  if (r->out[4] && round_failed(r)) {
+    if (e->g) /* only MPI groups speculate: a word no rank could have sent */
+      return dist__error(DIST_ERR_MISMATCH, "%s: a rank of a Gloo group says it speculated", call);
+    return dist__spec_settle(e->comm, me, P, r->spec, call);
+  }
   return DIST_SUCCESS;
 }
 

@@ -24,11 +24,17 @@ dist_status dist__agree(MPI_Comm comm, dist_status mine, const char *what);
 dist_status dist__agree_status_hash(MPI_Comm comm, dist_status mine, uint64_t hash, const char *what, int *differs);
 
 /* The one control round behind all of the above and the verification of
- * collectives: an all-reduce of four words (failure, hash, ~hash, balance) by
- * point-to-point recursive doubling, each step waited for by dist__wait
- * (fault channel and DIST_TIMEOUT observed). */
+ * collectives: an all-reduce of five words (failure, hash, ~hash, balance,
+ * speculated) by point-to-point recursive doubling, each step waited for by
+ * dist__wait (fault channel and DIST_TIMEOUT observed). A round that fails
+ * (a rank failed, hashes or the balance differ) with a speculating rank in
+ * it settles the speculative exchanges (spec.h) on every rank before it
+ * returns: `spec` is this rank's (NULL: none). */
+#define DIST__ROUND_WORDS 5
+struct dist__spec;
 typedef struct dist__round {
-  int64_t in[4], out[4];
+  int64_t in[DIST__ROUND_WORDS], out[DIST__ROUND_WORDS];
+  struct dist__spec *spec;
 } dist__round;
 dist__round dist__round_init(MPI_Comm comm, dist_status local, uint64_t hash);
 dist_status dist__round_run(MPI_Comm comm, dist__round *r, const char *call);

@@ -36,6 +36,8 @@ struct dist__device_group {
   void *nccl;
 };
 
+struct dist__spec;
+
 typedef struct dist__pending {
   MPI_Request mpi;
   void *event;    /* cudaEvent_t of stream-ordered backends */
@@ -73,9 +75,17 @@ typedef struct dist__backend {
    * step adds in f32 and rounds back): compressed gradients. NULL where the
    * backend sums 16-bit floats itself (can_reduce) or cannot at all. */
   dist_status (*sum16)(dist__group *g, void *buf, size_t count, dist_dtype dtype, dist__pending *pending);
+  /* A blocking all-to-all-v posted before its verification round, finished
+   * or settled by it (spec.h). NULL where the engine cannot take back or
+   * drain what it posted. */
+  dist_status (*all_to_all_v_post)(struct dist__spec *spec, dist__group *g, const void *send, const size_t *scounts,
+                                   const size_t *sdispls, void *recv, const size_t *rcounts, const size_t *rdispls,
+                                   dist_dtype dtype);
 } dist__backend;
 
 extern const dist__backend dist__backend_mpi;
+/* MPI's datatype for moving `dtype` (16-bit floats as MPI_UINT16_T). */
+MPI_Datatype dist__mpi_type(dist_dtype dtype);
 /* The host-memory backend of group g: Gloo's when g has a Gloo context
  * (launches without MPI), else MPI's. */
 const dist__backend *dist__backend_host(const dist__group *g);

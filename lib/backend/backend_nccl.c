@@ -280,4 +280,5 @@ const dist__backend dist__backend_nccl = {
     gather_v, scatter_v, all_to_all_v, barrier, wait, test,
     &dist__backend_staged, /* complex prod: not elementwise on real pairs */
     NULL,                  /* sums f16/bf16 itself */
+    NULL,                  /* device memory: verified before the data */
 };

@@ -189,5 +189,5 @@ static dist_status test(dist__pending *p, int *done) {
 
 const dist__backend dist__backend_staged = {
     "staged", can_reduce, all_reduce, broadcast, reduce, all_gather_v, reduce_scatter_v,
-    gather_v, scatter_v, all_to_all_v, barrier, wait, test, NULL, NULL,
+    gather_v, scatter_v, all_to_all_v, barrier, wait, test, NULL, NULL, NULL,
 };

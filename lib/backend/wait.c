@@ -61,8 +61,12 @@ static dist_status timed_out(const char *call, double waited) {
                      dist__engine.timeout, waited);
 }
 
+static int watched(int kind) {
+  return dist__engine.up && dist__groups.size > 1 && (kind == DIST__WAIT_CONTROL || dist__engine.timeout > 0);
+}
+
 dist_status dist__wait(MPI_Request *r, const char *call, int kind) {
-  int watch = dist__engine.up && dist__groups.size > 1 && (kind == DIST__WAIT_CONTROL || dist__engine.timeout > 0);
+  int watch = watched(kind);
   double limit = dist__engine.timeout;
   int rc, yield = dist__wait_yields();
   if (!watch && limit <= 0 && !yield) {
@@ -103,6 +107,10 @@ dist_status dist__wait_posted(int rc, MPI_Request *r, const char *call, int kind
 }
 
 dist_status dist__waitall(int n, MPI_Request *r, const char *call) {
+  if (!watched(DIST__WAIT_DATA) && dist__engine.timeout <= 0 && !dist__wait_yields()) {
+    int rc = MPI_Waitall(n, r, MPI_STATUSES_IGNORE);
+    return rc == MPI_SUCCESS ? DIST_SUCCESS : dist__mpi_error(rc, call);
+  }
   for (int i = 0; i < n; i++) DIST_CHECK(dist__wait(&r[i], call, DIST__WAIT_DATA));
   return DIST_SUCCESS;
 }

@@ -4,6 +4,7 @@
 #define DISTMGR_COLL_CALL_H
 
 #include "backend/backend.h"
+#include "backend/spec.h"
 #include "manager/state.h"
 
 /* What must agree across the ranks of a call. Shapes along a split dimension
@@ -43,6 +44,9 @@ dist_status dist__call_lookup(dist__call *c, const char *what, const char *group
 dist_status dist__call_verify(dist__call *c, dist_status local);
 /* The same round whatever DIST_VERIFY says: for one-time setup (FFT plans). */
 dist_status dist__call_verify_always(dist__call *c, dist_status local);
+/* The round of a call whose data went first (backend/spec.h): a failed
+ * round has settled `spec` on every rank when this returns. */
+dist_status dist__call_verify_spec(dist__call *c, dist_status local, dist__spec *spec);
 
 /* Argument checks (local), each writing a message that names `what`. */
 dist_status dist__check_tensor(const dist__call *c, const dist_tensor *t, const char *name);

@@ -128,10 +128,21 @@ dist_status dist__call_verify(dist__call *c, dist_status local) {
   return dist__call_verify_always(c, local);
 }
 
-dist_status dist__call_verify_always(dist__call *c, dist_status local) {
+static dist_status verify_round(dist__call *c, dist_status local, dist__spec *spec);
+
+dist_status dist__call_verify_always(dist__call *c, dist_status local) { return verify_round(c, local, NULL); }
+
+dist_status dist__call_verify_spec(dist__call *c, dist_status local, dist__spec *spec) {
+  if (!dist__state.settings.verify) return local;
+  return verify_round(c, local, spec);
+}
+
+static dist_status verify_round(dist__call *c, dist_status local, dist__spec *spec) {
   if (c->g->size == 1) return local;
   dist__round r = dist__round_init_group(c->g, local, dist__hash(DIST__HASH_SEED, &c->sig, sizeof c->sig));
   r.in[3] = local ? 0 : (int64_t)c->balance;
+  r.in[4] = spec && spec->posted;
+  r.spec = spec;
   DIST_CHECK(dist__round_run_group(c->g, &r, "the argument check round"));
   if (r.out[0]) { /* some rank failed: its message, named once */
     char where[160];

@@ -1,0 +1,49 @@
+/* An all-to-all-v posted before its verification round (spec_a2a.c).
+ *
+ * A verified call normally runs its check round (agree.c) before any data
+ * moves, which adds one latency-bound exchange to every call. For an
+ * all-to-all-v on MPI the data can go first: every posting rank sends one
+ * message to every peer and receives one from every peer, on one tag of the
+ * group's communicator, so no combination of calls on the other ranks can
+ * make it hang. A round that finds all ranks in the same call with matching
+ * counts lets it finish (dist__spec_finish); any other outcome settles it
+ * inside the round, on every rank of the round, speculating or not
+ * (dist__spec_settle): receives from ranks that posted nothing are
+ * cancelled, messages to ranks that posted no receives are drained there.
+ * Afterwards nothing is in flight and the group stays usable, as after a
+ * mismatch caught before the data; only the caller's output may hold part of
+ * the data. */
+#ifndef DISTMGR_SPEC_H
+#define DISTMGR_SPEC_H
+
+#include <mpi.h>
+
+#include "core/internal.h"
+
+#define DIST__SPEC_INLINE 32 /* requests kept in the struct: groups of up to 17 ranks */
+
+typedef struct dist__spec {
+  MPI_Comm comm;
+  int me, size;
+  int posted;  /* every receive and send of the exchange is in flight */
+  int settled; /* a failed round has completed or cancelled all of them */
+  MPI_Request *q; /* receives from me-1, me-2, ... then sends to me+1, me+2, ... */
+  MPI_Request inline_q[DIST__SPEC_INLINE];
+} dist__spec;
+
+void dist__spec_init(dist__spec *sp);
+/* Post the exchange on g's communicator (counts and offsets in elements of
+ * dtype) and copy this rank's own chunk. Local; on failure nothing is posted. */
+dist_status dist__spec_a2a_post(dist__spec *sp, dist__group *g, const void *send, const size_t *sc, const size_t *sd,
+                                void *recv, const size_t *rc, const size_t *rd, dist_dtype dtype);
+/* After a round that passed: wait for the data. */
+dist_status dist__spec_finish(dist__spec *sp, const char *call);
+/* After a round that failed: release what the round did not settle (a wait
+ * that gave up: the engine is broken, receives are cancelled where MPI can). */
+void dist__spec_release(dist__spec *sp);
+/* Inside a round that failed with a speculating rank in it (agree.c):
+ * collective over the round's communicator; sp is NULL on ranks that did not
+ * post. */
+dist_status dist__spec_settle(MPI_Comm comm, int me, int size, dist__spec *sp, const char *call);
+
+#endif
