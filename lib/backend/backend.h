@@ -84,8 +84,6 @@ typedef struct dist__backend {
 } dist__backend;
 
 extern const dist__backend dist__backend_mpi;
-/* MPI's datatype for moving `dtype` (16-bit floats as MPI_UINT16_T). */
-MPI_Datatype dist__mpi_type(dist_dtype dtype);
 /* The host-memory backend of group g: Gloo's when g has a Gloo context
  * (launches without MPI), else MPI's. */
 const dist__backend *dist__backend_host(const dist__group *g);

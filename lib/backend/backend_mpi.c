@@ -8,7 +8,7 @@
 #include "backend/spec.h"
 #include "backend/wait.h"
 
-MPI_Datatype dist__mpi_type(dist_dtype t) {
+static MPI_Datatype mpi_type(dist_dtype t) {
   switch (t) {
     case DIST_F32: return MPI_FLOAT;
     case DIST_F64: return MPI_DOUBLE;
@@ -99,19 +99,19 @@ static dist_status all_reduce(dist__group *g, const void *send, void *recv, size
   if (!p && count * dist_dtype_size(t) >= dist__engine.nb_allreduce_min) {
     /* Large: libnbc's Rabenseifner beats the blocking path's choice (manager.c). */
     MPI_Request r;
-    return waited(MPI_Iallreduce(s, recv, n, dist__mpi_type(t), mpi_op(op), dist__comm(g), &r), &r, "MPI_Iallreduce");
+    return waited(MPI_Iallreduce(s, recv, n, mpi_type(t), mpi_op(op), dist__comm(g), &r), &r, "MPI_Iallreduce");
   }
   MPI_Request q_;
-  if (!p) return BLOCKING(MPI_Allreduce, MPI_Iallreduce, s, recv, n, dist__mpi_type(t), mpi_op(op), dist__comm(g));
+  if (!p) return BLOCKING(MPI_Allreduce, MPI_Iallreduce, s, recv, n, mpi_type(t), mpi_op(op), dist__comm(g));
   p->state = NULL;
-  return done(MPI_Iallreduce(s, recv, n, dist__mpi_type(t), mpi_op(op), dist__comm(g), &p->mpi), "MPI_Iallreduce");
+  return done(MPI_Iallreduce(s, recv, n, mpi_type(t), mpi_op(op), dist__comm(g), &p->mpi), "MPI_Iallreduce");
 }
 
 static dist_status broadcast(dist__group *g, void *buf, size_t count, dist_dtype t, int root) {
   int n = 0;
   DIST_CHECK(count_int(count, &n));
   MPI_Request q_;
-  return BLOCKING(MPI_Bcast, MPI_Ibcast, buf, n, dist__mpi_type(t), root, dist__comm(g));
+  return BLOCKING(MPI_Bcast, MPI_Ibcast, buf, n, mpi_type(t), root, dist__comm(g));
 }
 
 static dist_status reduce(dist__group *g, const void *send, void *recv, size_t count, dist_dtype t, dist_reduce_op op,
@@ -120,7 +120,7 @@ static dist_status reduce(dist__group *g, const void *send, void *recv, size_t c
   DIST_CHECK(count_int(count, &n));
   const void *s = send == recv && g->rank == root ? MPI_IN_PLACE : send;
   MPI_Request q_;
-  return BLOCKING(MPI_Reduce, MPI_Ireduce, s, recv, n, dist__mpi_type(t), mpi_op(op), root, dist__comm(g));
+  return BLOCKING(MPI_Reduce, MPI_Ireduce, s, recv, n, mpi_type(t), mpi_op(op), root, dist__comm(g));
 }
 
 static dist_status all_gather_v(dist__group *g, const void *send, void *recv, const size_t *counts,
@@ -130,12 +130,12 @@ static dist_status all_gather_v(dist__group *g, const void *send, void *recv, co
   int rc, P = g->size;
   if (p) {
     p->state = v;
-    rc = MPI_Iallgatherv(send, v[g->rank], dist__mpi_type(t), recv, v, v + P, dist__mpi_type(t), dist__comm(g), &p->mpi);
+    rc = MPI_Iallgatherv(send, v[g->rank], mpi_type(t), recv, v, v + P, mpi_type(t), dist__comm(g), &p->mpi);
     if (rc != MPI_SUCCESS) free(v), p->state = NULL;
     return done(rc, "MPI_Iallgatherv");
   }
   MPI_Request q_;
-  dist_status st = BLOCKING(MPI_Allgatherv, MPI_Iallgatherv, send, v[g->rank], dist__mpi_type(t), recv, v, v + P, dist__mpi_type(t),
+  dist_status st = BLOCKING(MPI_Allgatherv, MPI_Iallgatherv, send, v[g->rank], mpi_type(t), recv, v, v + P, mpi_type(t),
                             dist__comm(g));
   int_arrays_free(v, small);
   return st;
@@ -147,7 +147,7 @@ static dist_status reduce_scatter_v(dist__group *g, const void *send, void *recv
   DIST_CHECK(INT_ARRAYS(g, v, truly_blocking() ? small : NULL, counts, displs));
   /* Chunks are consecutive (displs are prefix sums), as MPI_Reduce_scatter wants. */
   MPI_Request q_;
-  dist_status st = BLOCKING(MPI_Reduce_scatter, MPI_Ireduce_scatter, send, recv, v, dist__mpi_type(t), mpi_op(op), dist__comm(g));
+  dist_status st = BLOCKING(MPI_Reduce_scatter, MPI_Ireduce_scatter, send, recv, v, mpi_type(t), mpi_op(op), dist__comm(g));
   int_arrays_free(v, small);
   return st;
 }
@@ -157,8 +157,8 @@ static dist_status gather_v(dist__group *g, const void *send, void *recv, const 
   int *v, small[SMALL_INTS];
   DIST_CHECK(INT_ARRAYS(g, v, truly_blocking() ? small : NULL, counts, displs));
   MPI_Request q_;
-  dist_status st = BLOCKING(MPI_Gatherv, MPI_Igatherv, send, v[g->rank], dist__mpi_type(t), recv, v, v + g->size,
-                            dist__mpi_type(t), root, dist__comm(g));
+  dist_status st = BLOCKING(MPI_Gatherv, MPI_Igatherv, send, v[g->rank], mpi_type(t), recv, v, v + g->size,
+                            mpi_type(t), root, dist__comm(g));
   int_arrays_free(v, small);
   return st;
 }
@@ -168,8 +168,8 @@ static dist_status scatter_v(dist__group *g, const void *send, void *recv, const
   int *v, small[SMALL_INTS];
   DIST_CHECK(INT_ARRAYS(g, v, truly_blocking() ? small : NULL, counts, displs));
   MPI_Request q_;
-  dist_status st = BLOCKING(MPI_Scatterv, MPI_Iscatterv, send, v, v + g->size, dist__mpi_type(t), recv, v[g->rank],
-                            dist__mpi_type(t), root, dist__comm(g));
+  dist_status st = BLOCKING(MPI_Scatterv, MPI_Iscatterv, send, v, v + g->size, mpi_type(t), recv, v[g->rank],
+                            mpi_type(t), root, dist__comm(g));
   int_arrays_free(v, small);
   return st;
 }
@@ -178,7 +178,7 @@ static dist_status all_to_all_v(dist__group *g, const void *send, const size_t *
                                 const size_t *rc_, const size_t *rd, dist_dtype t, dist__pending *p) {
   int *v, P = g->size, rc, small[SMALL_INTS];
   DIST_CHECK(INT_ARRAYS(g, v, p || !truly_blocking() ? NULL : small, sc, sd, rc_, rd));
-  MPI_Datatype mt = dist__mpi_type(t);
+  MPI_Datatype mt = mpi_type(t);
   if (p) {
     p->state = v;
     rc = MPI_Ialltoallv(send, v, v + P, mt, recv, v + 2 * P, v + 3 * P, mt, dist__comm(g), &p->mpi);
@@ -217,7 +217,7 @@ dist_status dist__mpi_broadcast_napping(dist__group *g, void *buf, size_t count,
   int n = 0, finished = 0;
   DIST_CHECK(count_int(count, &n));
   MPI_Request q;
-  int rc = MPI_Ibcast(buf, n, dist__mpi_type(t), root, dist__comm(g), &q);
+  int rc = MPI_Ibcast(buf, n, mpi_type(t), root, dist__comm(g), &q);
   while (rc == MPI_SUCCESS && (rc = MPI_Test(&q, &finished, MPI_STATUS_IGNORE)) == MPI_SUCCESS && !finished) {
     struct timespec nap = {0, 50000}; /* 50 us: noise against a sync of milliseconds */
     nanosleep(&nap, NULL);
@@ -237,7 +237,12 @@ static dist_status sum16(dist__group *g, void *buf, size_t count, dist_dtype t, 
   return done(MPI_Iallreduce(MPI_IN_PLACE, buf, n, MPI_UINT16_T, op, dist__comm(g), &p->mpi), "MPI_Iallreduce (16-bit sum)");
 }
 
+static dist_status all_to_all_v_post(dist__spec *sp, dist__group *g, const void *send, const size_t *sc,
+                                     const size_t *sd, void *recv, const size_t *rc_, const size_t *rd, dist_dtype t) {
+  return dist__spec_a2a_post(sp, g, send, sc, sd, recv, rc_, rd, mpi_type(t), dist_dtype_size(t));
+}
+
 const dist__backend dist__backend_mpi = {
     "mpi", can_reduce, all_reduce, broadcast, reduce, all_gather_v, reduce_scatter_v,
-    gather_v, scatter_v, all_to_all_v, barrier, wait, test, NULL, sum16, dist__spec_a2a_post,
+    gather_v, scatter_v, all_to_all_v, barrier, wait, test, NULL, sum16, all_to_all_v_post,
 };

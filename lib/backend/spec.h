@@ -33,9 +33,10 @@ typedef struct dist__spec {
 
 void dist__spec_init(dist__spec *sp);
 /* Post the exchange on g's communicator (counts and offsets in elements of
- * dtype) and copy this rank's own chunk. Local; on failure nothing is posted. */
+ * `type`, each `esize` bytes) and copy this rank's own chunk. Local; on
+ * failure nothing is posted. */
 dist_status dist__spec_a2a_post(dist__spec *sp, dist__group *g, const void *send, const size_t *sc, const size_t *sd,
-                                void *recv, const size_t *rc, const size_t *rd, dist_dtype dtype);
+                                void *recv, const size_t *rc, const size_t *rd, MPI_Datatype type, size_t esize);
 /* After a round that passed: wait for the data. */
 dist_status dist__spec_finish(dist__spec *sp, const char *call);
 /* After a round that failed: release what the round did not settle (a wait

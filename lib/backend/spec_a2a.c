@@ -28,7 +28,7 @@ static void release_slots(dist__spec *sp) {
 }
 
 dist_status dist__spec_a2a_post(dist__spec *sp, dist__group *g, const void *send, const size_t *sc, const size_t *sd,
-                                void *recv, const size_t *rc, const size_t *rd, dist_dtype dtype) {
+                                void *recv, const size_t *rc, const size_t *rd, MPI_Datatype t, size_t es) {
   int P = g->size, me = g->rank, n = 2 * (P - 1);
   dist__spec_init(sp);
   for (int r = 0; r < P; r++)
@@ -38,8 +38,6 @@ dist_status dist__spec_a2a_post(dist__spec *sp, dist__group *g, const void *send
   sp->q = n <= DIST__SPEC_INLINE ? sp->inline_q : malloc(sizeof *sp->q * (size_t)n);
   if (!sp->q) return dist__error(DIST_ERR_NO_MEMORY, "requests of an all-to-all over %d ranks", P);
   sp->comm = dist__comm(g), sp->me = me, sp->size = P;
-  MPI_Datatype t = dist__mpi_type(dtype);
-  size_t es = dist_dtype_size(dtype);
   const char *in = send;
   char *out = recv;
   if (sc[me]) memcpy(out + rd[me] * es, in + sd[me] * es, sc[me] * es); /* while nothing else is in flight */
