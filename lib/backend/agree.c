@@ -123,7 +123,7 @@ static dist_status exchange_doubling(const engine *e, int64_t *w, const char *ca
   return s;
 }
 
-/* Small MPI groups send their words to every other rank at once: one
+/* Small groups send their words to every other rank at once: one
  * message's latency instead of log2 P in a row (3 at 3 ranks, with the
  * fold), which is most of the round where ranks share cores
  * (bench/RESULTS.md, "The check round behind the data"). w holds P blocks
@@ -132,6 +132,13 @@ static dist_status exchange_doubling(const engine *e, int64_t *w, const char *ca
 
 static dist_status exchange_direct(const engine *e, int64_t *w, const char *call) {
   int me = e->rank, P = e->size, n = 0, rc = MPI_SUCCESS;
+#ifdef HAVE_GLOO
+  if (e->g) {
+    DIST_CHECK(dist__gloo_exchange_all(e->g->gloo, w, W * sizeof *w, w + W));
+    for (int k = 1; k < P; k++) combine(w, w + W * k);
+    return DIST_SUCCESS;
+  }
+#endif
   MPI_Request q[2 * (DIRECT_MAX - 1)];
   for (int k = 1; k < P && rc == MPI_SUCCESS; k++)
     rc = MPI_Irecv(w + W * k, W, MPI_INT64_T, (me - k + P) % P, ROUND_TAG, e->comm, &q[n++]);
@@ -147,7 +154,7 @@ static dist_status exchange_direct(const engine *e, int64_t *w, const char *call
  * communicator takes the same pattern (it depends on the size and engine
  * only), so two ranks at different control points still pair up. */
 static dist_status round_run(const engine *e, dist__round *r, const char *call) {
-  int me = e->rank, P = e->size, direct = !e->g && P <= DIRECT_MAX;
+  int me = e->rank, P = e->size, direct = P <= DIRECT_MAX;
   /* A wait that gives up (a peer's fault, DIST_TIMEOUT) leaves its requests
    * to MPI, which may still write into them later (the exit-time flush): the
    * words live on the heap, and stay there then, not in the caller's frame. */

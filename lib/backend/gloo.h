@@ -49,6 +49,9 @@ dist_status dist__gloo_barrier(dist__gloo *g);
  * pair up by order, as MPI messages of one tag do. */
 dist_status dist__gloo_sendrecv(dist__gloo *g, const void *send, size_t sbytes, int to, void *recv, size_t rbytes,
                                 int from);
+/* Send `bytes` to every other rank and receive as much from each into recv:
+ * block k-1 from rank me-k (mod P), k = 1..P-1. On the control steps' slot. */
+dist_status dist__gloo_exchange_all(dist__gloo *g, const void *send, size_t bytes, void *recv);
 /* In-place sum of bf16 or f16 values that stay 16-bit on the wire: each
  * combine adds in f32 and rounds back (as the MPI and NCCL backends do). */
 dist_status dist__gloo_sum16(dist__gloo *g, void *buf, size_t count, dist_dtype t);

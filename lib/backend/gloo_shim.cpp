@@ -422,6 +422,19 @@ dist_status dist__gloo_sendrecv(dist__gloo *g, const void *send, size_t sbytes, 
   return dist__error(st, "%s (to rank %d, from rank %d)", msg.c_str(), to, from);
 }
 
+dist_status dist__gloo_exchange_all(dist__gloo *g, const void *send, size_t bytes, void *recv) {
+  return guarded("control exchange", [&] {
+    const int me = g->ctx->rank, P = g->ctx->size;
+    const uint64_t slot = gloo::Slot::build(0x43, 0); // the control steps' slot: one pattern per group
+    auto r = g->ctx->createUnboundBuffer(recv, bytes * (size_t)(P - 1));
+    auto s = g->ctx->createUnboundBuffer(const_cast<void *>(send), bytes);
+    for (int k = 1; k < P; k++) r->recv((me - k + P) % P, slot, bytes * (size_t)(k - 1), bytes);
+    for (int k = 1; k < P; k++) s->send((me + k) % P, slot);
+    for (int k = 1; k < P; k++) s->waitSend(g->timeout);
+    for (int k = 1; k < P; k++) r->waitRecv(g->timeout);
+  });
+}
+
 dist_status dist__gloo_barrier(dist__gloo *g) {
   return guarded("barrier", [&] {
     gloo::BarrierOptions o(g->ctx);
