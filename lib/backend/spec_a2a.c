@@ -108,6 +108,12 @@ dist_status dist__spec_settle(MPI_Comm comm, int me, int size, dist__spec *sp, c
   MPI_Request q;
   DIST_CHECK(dist__wait_posted(MPI_Iallgather(&posted[size], 1, MPI_INT, posted, 1, MPI_INT, comm, &q), &q,
                                "MPI_Iallgather (settling an all-to-all)", DIST__WAIT_CONTROL));
+  /* A truncated receive is an error of its request; MPICH reports it
+   * through MPI_COMM_WORLD's handler (fatal by default), not the request's
+   * communicator's: the world's handler returns errors while we settle. */
+  MPI_Errhandler keep = MPI_ERRHANDLER_NULL;
+  int swapped = mine && MPI_Comm_get_errhandler(MPI_COMM_WORLD, &keep) == MPI_SUCCESS &&
+                MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN) == MPI_SUCCESS;
   dist_status s = DIST_SUCCESS;
   for (int k = 1; k < size && !s; k++) {
     int peer = (me - k + size) % size;
@@ -120,6 +126,8 @@ dist_status dist__spec_settle(MPI_Comm comm, int me, int size, dist__spec *sp, c
     }
   }
   for (int k = 1; k < size && mine && !s; k++) s = settle_one(&sp->q[send_slot(sp, (me + k) % size)], call);
+  if (swapped) (void)MPI_Comm_set_errhandler(MPI_COMM_WORLD, keep);
+  if (keep != MPI_ERRHANDLER_NULL) (void)MPI_Errhandler_free(&keep);
   free(posted);
   if (s) return s;
   if (mine) {
