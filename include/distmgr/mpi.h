@@ -20,7 +20,10 @@ extern "C" {
 dist_status dist_manager_initialize_comm(MPI_Comm world, const dist_init_options *options);
 
 /* The communicator of my copy of group `name` (NULL = world); MPI_COMM_NULL
- * for a non-member. Owned by distmgr: do not free. Local. */
+ * for a non-member. Owned by distmgr: do not free. distmgr's own
+ * point-to-point messages on it use tags 3085 and 3086 (its check round and
+ * its all-to-all exchange): send yours under other tags, or on a duplicate.
+ * Local. */
 dist_status dist_group_comm(const char *name, MPI_Comm *comm);
 
 /* Reverse lookup: the name of the group whose communicator is `comm`
