@@ -25,8 +25,7 @@
 typedef struct dist__spec {
   MPI_Comm comm;
   int me, size;
-  int posted;  /* every receive and send of the exchange is in flight */
-  int settled; /* a failed round has completed or cancelled all of them */
+  int posted; /* every receive and send is in flight (cleared once they are complete or left to MPI) */
   MPI_Request *q; /* receives from me-1, me-2, ... then sends to me+1, me+2, ... */
   MPI_Request inline_q[DIST__SPEC_INLINE];
 } dist__spec;

@@ -13,7 +13,7 @@
 void dist__spec_init(dist__spec *sp) {
   sp->comm = MPI_COMM_NULL;
   sp->me = 0, sp->size = 1;
-  sp->posted = sp->settled = 0;
+  sp->posted = 0;
   sp->q = NULL;
 }
 
@@ -67,7 +67,7 @@ dist_status dist__spec_finish(dist__spec *sp, const char *call) {
 }
 
 void dist__spec_release(dist__spec *sp) {
-  if (!sp->posted || sp->settled) return;
+  if (!sp->posted) return; /* never posted, or settled by the round */
   /* The round gave up (fault, DIST_TIMEOUT): the engine is broken. Take
    * back the receives that nothing matched, so that no late message lands
    * in the caller's memory; the rest stays with MPI. */
@@ -130,9 +130,6 @@ dist_status dist__spec_settle(MPI_Comm comm, int me, int size, dist__spec *sp, c
   if (keep != MPI_ERRHANDLER_NULL) (void)MPI_Errhandler_free(&keep);
   free(posted);
   if (s) return s;
-  if (mine) {
-    release_slots(sp);
-    sp->settled = 1;
-  }
+  if (mine) release_slots(sp);
   return DIST_SUCCESS;
 }

@@ -61,12 +61,8 @@ static dist_status timed_out(const char *call, double waited) {
                      dist__engine.timeout, waited);
 }
 
-static int watched(int kind) {
-  return dist__engine.up && dist__groups.size > 1 && (kind == DIST__WAIT_CONTROL || dist__engine.timeout > 0);
-}
-
 dist_status dist__wait(MPI_Request *r, const char *call, int kind) {
-  int watch = watched(kind);
+  int watch = dist__engine.up && dist__groups.size > 1 && (kind == DIST__WAIT_CONTROL || dist__engine.timeout > 0);
   double limit = dist__engine.timeout;
   int rc, yield = dist__wait_yields();
   if (!watch && limit <= 0 && !yield) {
@@ -107,7 +103,7 @@ dist_status dist__wait_posted(int rc, MPI_Request *r, const char *call, int kind
 }
 
 dist_status dist__waitall(int n, MPI_Request *r, const char *call) {
-  if (!watched(DIST__WAIT_DATA) && dist__engine.timeout <= 0 && !dist__wait_yields()) {
+  if (dist__engine.timeout <= 0 && !dist__wait_yields()) { /* as dist__wait's unwatched data waits */
     int rc = MPI_Waitall(n, r, MPI_STATUSES_IGNORE);
     return rc == MPI_SUCCESS ? DIST_SUCCESS : dist__mpi_error(rc, call);
   }

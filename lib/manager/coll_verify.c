@@ -123,20 +123,6 @@ dist_status dist__call_ready(dist__call *c, dist_status s) {
   return dist__agree_group(c->g, s, c->what);
 }
 
-dist_status dist__call_verify(dist__call *c, dist_status local) {
-  if (!dist__state.settings.verify) return local;
-  return dist__call_verify_always(c, local);
-}
-
-static dist_status verify_round(dist__call *c, dist_status local, dist__spec *spec);
-
-dist_status dist__call_verify_always(dist__call *c, dist_status local) { return verify_round(c, local, NULL); }
-
-dist_status dist__call_verify_spec(dist__call *c, dist_status local, dist__spec *spec) {
-  if (!dist__state.settings.verify) return local;
-  return verify_round(c, local, spec);
-}
-
 static dist_status verify_round(dist__call *c, dist_status local, dist__spec *spec) {
   if (c->g->size == 1) return local;
   dist__round r = dist__round_init_group(c->g, local, dist__hash(DIST__HASH_SEED, &c->sig, sizeof c->sig));
@@ -153,3 +139,12 @@ static dist_status verify_round(dist__call *c, dist_status local, dist__spec *sp
   if (r.out[3] != 0) return exchange_mismatch(c); /* same on every rank: a sum */
   return DIST_SUCCESS;
 }
+
+dist_status dist__call_verify_always(dist__call *c, dist_status local) { return verify_round(c, local, NULL); }
+
+dist_status dist__call_verify_spec(dist__call *c, dist_status local, dist__spec *spec) {
+  if (!dist__state.settings.verify) return local;
+  return verify_round(c, local, spec);
+}
+
+dist_status dist__call_verify(dist__call *c, dist_status local) { return dist__call_verify_spec(c, local, NULL); }
