@@ -2,7 +2,7 @@
  *
  * Every control exchange of the library (the verification round of a
  * collective, the agreement points inside initialize, plans and reducers) is
- * one and the same all-reduce of four words (dist__round_run), so two ranks that reached
+ * one and the same all-reduce of five words (dist__round_run), so two ranks that reached
  * different control points pair up as a detectable mismatch instead of
  * reading each other's words as garbage. */
 #include <limits.h>
@@ -15,6 +15,7 @@
 #include "core/hash.h"
 #include "backend/agree.h"
 #include "backend/backend.h"
+#include "backend/round_shm.h"
 #include "backend/spec.h"
 #include "backend/wait.h"
 #ifdef HAVE_GLOO
@@ -75,6 +76,8 @@ typedef struct engine {
   MPI_Comm comm;
   const dist__group *g; /* with a Gloo context; NULL: comm */
   int rank, size;
+  dist__spec *spec; /* this rank's posted exchange, if any: its own chunk is copied while the first words travel */
+  dist__round_shm *shm; /* a group on one node: the round through shared memory */
 } engine;
 
 /* Send w[0..W) to `to` (if >= 0) and receive w[W..2W) from `from` (if >= 0). */
@@ -88,6 +91,7 @@ static dist_status step(const engine *e, int to, int from, int64_t *w, const cha
   if (from >= 0) rc = MPI_Irecv(w + W, W, MPI_INT64_T, from, ROUND_TAG, comm, &q[1]);
   if (rc == MPI_SUCCESS && to >= 0) rc = MPI_Isend(w, W, MPI_INT64_T, to, ROUND_TAG, comm, &q[0]);
   if (rc != MPI_SUCCESS) return dist__mpi_error(rc, call); /* (a posted receive stays with the broken rank) */
+  dist__spec_copy_own(e->spec);
   for (int i = 0; i < 2; i++)
     if (q[i] != MPI_REQUEST_NULL) DIST_CHECK(dist__wait(&q[i], call, DIST__WAIT_CONTROL));
   return DIST_SUCCESS;
@@ -145,25 +149,34 @@ static dist_status exchange_direct(const engine *e, int64_t *w, const char *call
   for (int k = 1; k < P && rc == MPI_SUCCESS; k++)
     rc = MPI_Isend(w, W, MPI_INT64_T, (me + k) % P, ROUND_TAG, e->comm, &q[n++]);
   if (rc != MPI_SUCCESS) return dist__mpi_error(rc, call); /* (posted ones stay with the broken rank) */
+  dist__spec_copy_own(e->spec);
   for (int i = 0; i < n; i++) DIST_CHECK(dist__wait(&q[i], call, DIST__WAIT_CONTROL));
   for (int k = 1; k < P; k++) combine(w, w + W * k);
   return DIST_SUCCESS;
 }
 
-/* The round on e's communicator or Gloo context. Every round on one
- * communicator takes the same pattern (it depends on the size and engine
- * only), so two ranks at different control points still pair up. */
-static dist_status round_run(const engine *e, dist__round *r, const char *call) {
-  int me = e->rank, P = e->size, direct = P <= DIRECT_MAX;
+/* The round on e's communicator, shared window or Gloo context. Every round
+ * on one group takes the same path and pattern (they depend on the size and
+ * engine only), so two ranks at different control points still pair up. */
+static dist_status round_run(const engine *eng, dist__round *r, const char *call) {
+  engine with_spec = *eng, *e = &with_spec;
+  with_spec.spec = r->spec;
+  int me = e->rank, P = e->size, direct = P <= DIRECT_MAX || e->shm; /* (w holds every rank's words) */
   /* A wait that gives up (a peer's fault, DIST_TIMEOUT) leaves its requests
    * to MPI, which may still write into them later (the exit-time flush): the
    * words live on the heap, and stay there then, not in the caller's frame. */
   int64_t *w = malloc(W * (size_t)(direct && P > 2 ? P : 2) * sizeof *w);
   if (!w) return dist__error(DIST_ERR_NO_MEMORY, "%s: control words", call);
   memcpy(w, r->in, sizeof r->in);
-  dist_status s = direct ? exchange_direct(e, w, call) : exchange_doubling(e, w, call);
+  dist_status s;
+  if (e->shm) { /* a group on one node */
+    s = dist__round_shm_exchange(e->shm, e->comm, w, W, e->spec, call);
+    for (int k = 1; !s && k < P; k++) combine(w, w + W * k);
+  } else {
+    s = direct ? exchange_direct(e, w, call) : exchange_doubling(e, w, call);
+  }
   if (s) {
-    if (e->g) free(w); /* Gloo's steps returned with their buffers; MPI's abandoned requests keep w */
+    if (e->g || e->shm) free(w); /* Gloo's steps and the window returned with w; MPI's abandoned requests keep it */
     return s;
   }
   memcpy(r->out, w, sizeof r->out);
@@ -177,7 +190,7 @@ static dist_status round_run(const engine *e, dist__round *r, const char *call) 
 }
 
 dist_status dist__round_run(MPI_Comm comm, dist__round *r, const char *call) {
-  engine e = {comm, NULL, 0, 1};
+  engine e = {comm, NULL, 0, 1, NULL, NULL};
   DIST_MPI_CALL(MPI_Comm_size(comm, &e.size));
   DIST_MPI_CALL(MPI_Comm_rank(comm, &e.rank));
   return round_run(&e, r, call);
@@ -216,7 +229,7 @@ int dist__round_hash_differs(const dist__round *r) { return r->out[1] != r->in[1
 static uint64_t hash_str(const char *s) { return dist__hash(DIST__HASH_SEED, s, strlen(s) + 1); }
 
 static dist_status on_comm(MPI_Comm comm, engine *e) {
-  e->comm = comm, e->g = NULL;
+  e->comm = comm, e->g = NULL, e->spec = NULL, e->shm = NULL;
   DIST_MPI_CALL(MPI_Comm_rank(comm, &e->rank));
   DIST_MPI_CALL(MPI_Comm_size(comm, &e->size));
   return DIST_SUCCESS;
@@ -224,7 +237,8 @@ static dist_status on_comm(MPI_Comm comm, engine *e) {
 
 /* A group knows its rank and size: no MPI query on the path of every verified call. */
 static dist_status on_group(const dist__group *g, engine *e) {
-  e->comm = dist__comm(g), e->g = NULL, e->rank = g->rank, e->size = g->size;
+  e->comm = dist__comm(g), e->g = NULL, e->rank = g->rank, e->size = g->size, e->spec = NULL;
+  e->shm = g->mpi ? g->mpi->round : NULL;
 #ifdef HAVE_GLOO
   if (g->gloo) e->comm = MPI_COMM_NULL, e->g = g;
 #endif

@@ -25,8 +25,10 @@ dist_status dist__agree_status_hash(MPI_Comm comm, dist_status mine, uint64_t ha
 
 /* The one control round behind all of the above and the verification of
  * collectives: an all-reduce of five words (failure, hash, ~hash, balance,
- * speculated) by point-to-point recursive doubling, each step waited for by
- * dist__wait (fault channel and DIST_TIMEOUT observed). A round that fails
+ * speculated), through a group's shared-memory window when it has one
+ * (round_shm.h), else by point-to-point messages (one exchange with every
+ * rank up to 8 ranks, recursive doubling above), waited for like dist__wait
+ * (fault channel and DIST_TIMEOUT observed). A round that fails
  * (a rank failed, hashes or the balance differ) with a speculating rank in
  * it settles the speculative exchanges (spec.h) on every rank before it
  * returns: `spec` is this rank's (NULL: none). */

@@ -22,6 +22,7 @@
 /* The MPI backend's part of a group: its communicator. */
 struct dist__mpi_group {
   MPI_Comm comm;
+  struct dist__round_shm *round; /* the check round's shared window (round_shm.h); NULL: messages */
 };
 static inline MPI_Comm dist__comm(const dist__group *g) { return g->mpi ? g->mpi->comm : MPI_COMM_NULL; }
 
@@ -126,6 +127,10 @@ dist_status dist__group_keep(const char *name, int parent, dist__layout *layout,
  * members; the caller makes every rank agree. */
 dist_status dist__group_keep_gloo(const char *name, int parent, dist__layout *layout, dist_status local);
 #endif
+/* After every rank agreed on groups [from, end of the table): give those
+ * whose members share one node their shared-memory check round
+ * (round_shm.h). Collective over the world, in table order. */
+dist_status dist__groups_open_rounds(int from);
 void dist__groups_free(void);
 
 /* A pending operation that has not started (waiting on it returns at once). */

@@ -24,6 +24,7 @@ typedef struct dist__engine_state {
   MPI_Comm world;              /* the manager's world (MPI_COMM_NULL before initialize) */
   int up;                      /* the manager is initialized: control waits watch the fault channel */
   double timeout;              /* DIST_TIMEOUT in seconds; <= 0: off */
+  int round_shm;               /* DIST_ROUND: groups on one node run their check round in shared memory */
   int cuda_backend;            /* DIST_CUDA_BACKEND (DIST__CUDA_*) */
   int node_tasks;              /* ranks on this node as the launcher says (0: unknown) */
   size_t nb_allreduce_min;     /* DIST_NB_ALLREDUCE_MIN resolved at start: SIZE_MAX = never */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/round_shm.h"
 #include "core/check.h"
 #ifdef HAVE_GLOO
 #include "backend/gloo.h"
@@ -37,6 +38,7 @@ static dist_status attach(dist__group *g, MPI_Comm comm) {
     return dist__error(DIST_ERR_NO_MEMORY, "group '%s': its MPI part", g->name);
   }
   g->mpi->comm = comm;
+  g->mpi->round = NULL;
   return DIST_SUCCESS;
 }
 
@@ -162,7 +164,17 @@ dist_status dist__group_add_all(int n, const char *const *names, int parent, dis
   }
   /* Every rank must add the groups, or the tables would diverge. */
   s = dist__agree(dist__engine.world, s, n > 1 ? "creating process groups" : "creating a process group");
+  if (!s) s = dist__groups_open_rounds(before);
   while (s && dist__groups.ngroups > before) free_group(dist__groups.groups[--dist__groups.ngroups]); /* kept here, failed elsewhere */
+  return s;
+}
+
+dist_status dist__groups_open_rounds(int from) {
+  dist_status s = DIST_SUCCESS;
+  for (int i = from; i < dist__groups.ngroups; i++) { /* the same order on every rank: each a collective over its members */
+    dist_status r = dist__round_shm_open(dist__groups.groups[i]);
+    if (!s) s = r;
+  }
   return s;
 }
 
@@ -172,6 +184,7 @@ dist_status dist__group_add(const char *name, int parent, dist__layout *layout) 
 
 static void free_group(dist__group *g) {
   dist__backend_release_group(g);
+  dist__round_shm_close(g);
 #ifdef HAVE_GLOO
   dist__gloo_free(g->gloo);
   g->gloo = NULL;

@@ -28,15 +28,25 @@ typedef struct dist__spec {
   int posted; /* every receive and send is in flight (cleared once they are complete or left to MPI) */
   MPI_Request *q; /* receives from me-1, me-2, ... then sends to me+1, me+2, ... */
   MPI_Request inline_q[DIST__SPEC_INLINE];
+  /* This rank's own chunk, copied once the messages are out (own_bytes 0: done). */
+  const void *own_src;
+  void *own_dst;
+  size_t own_bytes;
 } dist__spec;
 
 void dist__spec_init(dist__spec *sp);
 /* Post the exchange on g's communicator (counts and offsets in elements of
- * `type`, each `esize` bytes) and copy this rank's own chunk. Local; on
- * failure nothing is posted. */
+ * `type`, each `esize` bytes). This rank's own chunk is copied later
+ * (dist__spec_copy_own), while messages travel. Local; on failure nothing is
+ * posted. */
 dist_status dist__spec_a2a_post(dist__spec *sp, dist__group *g, const void *send, const size_t *sc, const size_t *sd,
                                 void *recv, const size_t *rc, const size_t *rd, MPI_Datatype type, size_t esize);
-/* After a round that passed: wait for the data. */
+/* Copy this rank's own chunk, once: the round calls it right after posting
+ * its own messages, so that the copy overlaps their latency instead of
+ * delaying every peer's data and words behind it (bench/RESULTS.md). */
+void dist__spec_copy_own(dist__spec *sp);
+/* After a round that passed: copy the own chunk if the round did not, and
+ * wait for the data. */
 dist_status dist__spec_finish(dist__spec *sp, const char *call);
 /* After a round that failed: release what the round did not settle (a wait
  * that gave up: the engine is broken, receives are cancelled where MPI can). */

@@ -15,6 +15,13 @@ void dist__spec_init(dist__spec *sp) {
   sp->me = 0, sp->size = 1;
   sp->posted = 0;
   sp->q = NULL;
+  sp->own_src = sp->own_dst = NULL;
+  sp->own_bytes = 0;
+}
+
+void dist__spec_copy_own(dist__spec *sp) {
+  if (sp && sp->own_bytes) memcpy(sp->own_dst, sp->own_src, sp->own_bytes);
+  if (sp) sp->own_bytes = 0;
 }
 
 /* Request slots: the receive from `from`, the send to `to`. */
@@ -40,7 +47,6 @@ dist_status dist__spec_a2a_post(dist__spec *sp, dist__group *g, const void *send
   sp->comm = dist__comm(g), sp->me = me, sp->size = P;
   const char *in = send;
   char *out = recv;
-  if (sc[me]) memcpy(out + rd[me] * es, in + sd[me] * es, sc[me] * es); /* while nothing else is in flight */
   int rc_ = MPI_SUCCESS;
   for (int k = 1; k < P && rc_ == MPI_SUCCESS; k++) {
     int from = (me - k + P) % P;
@@ -56,10 +62,12 @@ dist_status dist__spec_a2a_post(dist__spec *sp, dist__group *g, const void *send
     return s;
   }
   sp->posted = 1;
+  sp->own_src = in + sd[me] * es, sp->own_dst = out + rd[me] * es, sp->own_bytes = sc[me] * es;
   return DIST_SUCCESS;
 }
 
 dist_status dist__spec_finish(dist__spec *sp, const char *call) {
+  dist__spec_copy_own(sp);
   dist_status s = dist__waitall(2 * (sp->size - 1), sp->q, call);
   if (s && dist__engine.broken) return s; /* the requests stay with MPI */
   release_slots(sp);

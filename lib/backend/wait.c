@@ -61,41 +61,55 @@ static dist_status timed_out(const char *call, double waited) {
                      dist__engine.timeout, waited);
 }
 
-dist_status dist__wait(MPI_Request *r, const char *call, int kind) {
+dist_status dist__wait_poll(dist__poll_fn done, void *ctx, const char *call, int kind) {
   int watch = dist__engine.up && dist__groups.size > 1 && (kind == DIST__WAIT_CONTROL || dist__engine.timeout > 0);
   double limit = dist__engine.timeout;
-  int rc, yield = dist__wait_yields();
-  if (!watch && limit <= 0 && !yield) {
-    rc = MPI_Wait(r, MPI_STATUS_IGNORE);
-    return rc == MPI_SUCCESS ? DIST_SUCCESS : dist__mpi_error(rc, call);
-  }
+  int yield = dist__wait_yields(), d;
   /* Most control steps are done within a few tests: no clock, no board
    * entry for them (the bookkeeping cost as much as the step itself). */
-  for (int i = 0; i < 32; i++) {
-    int done = 0;
-    rc = MPI_Test(r, &done, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS || done) return rc == MPI_SUCCESS ? DIST_SUCCESS : dist__mpi_error(rc, call);
-  }
+  for (int i = 0; i < 32; i++)
+    if ((d = done(ctx))) return d > 0 ? DIST_SUCCESS : DIST_ERR_MPI;
   double t0 = MPI_Wtime();
   dist__board_waiting(1);
   for (unsigned spin = 1;; spin++) {
-    int done = 0;
-    rc = MPI_Test(r, &done, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS || done) break;
+    if ((d = done(ctx))) break;
     if (spin % 64) continue;
     dist_status s = watch ? dist__faults_check() : DIST_SUCCESS;
     double t = MPI_Wtime() - t0;
     if (!s && limit > 0 && t > limit) s = timed_out(call, t);
     if (s) {
       dist__board_waiting(0);
-      return dist__break(s); /* the request stays pending: its communicator is unusable */
+      return dist__break(s); /* what was awaited stays pending: its communicator is unusable */
     }
     /* Give the core away while waiting long: ranks may share cores. */
     if (t > 0.05) nanosleep(&(struct timespec){0, 20000}, NULL);
     else if (t > 1e-3 || yield) sched_yield();
   }
   dist__board_waiting(0);
-  return rc == MPI_SUCCESS ? DIST_SUCCESS : dist__mpi_error(rc, call);
+  return d > 0 ? DIST_SUCCESS : DIST_ERR_MPI;
+}
+
+typedef struct request_wait {
+  MPI_Request *r;
+  int rc;
+} request_wait;
+
+static int request_done(void *p) {
+  request_wait *w = p;
+  int done = 0;
+  w->rc = MPI_Test(w->r, &done, MPI_STATUS_IGNORE);
+  return w->rc != MPI_SUCCESS ? -1 : done;
+}
+
+dist_status dist__wait(MPI_Request *r, const char *call, int kind) {
+  int watch = dist__engine.up && dist__groups.size > 1 && (kind == DIST__WAIT_CONTROL || dist__engine.timeout > 0);
+  if (!watch && dist__engine.timeout <= 0 && !dist__wait_yields()) {
+    int rc = MPI_Wait(r, MPI_STATUS_IGNORE);
+    return rc == MPI_SUCCESS ? DIST_SUCCESS : dist__mpi_error(rc, call);
+  }
+  request_wait w = {r, MPI_SUCCESS};
+  dist_status s = dist__wait_poll(request_done, &w, call, kind);
+  return s == DIST_ERR_MPI && w.rc != MPI_SUCCESS ? dist__mpi_error(w.rc, call) : s;
 }
 
 dist_status dist__wait_posted(int rc, MPI_Request *r, const char *call, int kind) {

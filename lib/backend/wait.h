@@ -14,6 +14,12 @@
 #define DIST__WAIT_CONTROL 1 /* control rounds: always polled when the fault channel is open */
 
 dist_status dist__wait(MPI_Request *r, const char *call, int kind);
+/* The loop behind dist__wait, for anything polled: done(ctx) returns 1 when
+ * finished, 0 while not, -1 on an MPI error (returned as DIST_ERR_MPI without a
+ * message: the caller names it). The fault channel, DIST_TIMEOUT and yielding
+ * as for dist__wait; a wait that gives up breaks the rank. */
+typedef int (*dist__poll_fn)(void *ctx);
+dist_status dist__wait_poll(dist__poll_fn done, void *ctx, const char *call, int kind);
 /* rc: what posting *r returned (MPI_Ixxx): its error, or dist__wait's outcome. */
 dist_status dist__wait_posted(int rc, MPI_Request *r, const char *call, int kind);
 dist_status dist__waitall(int n, MPI_Request *r, const char *call);

@@ -89,6 +89,7 @@ typedef struct dist__settings {
   int ranks_per_node;             /* DIST_RANKS_PER_NODE: 0 = from MPI shared memory */
   int master_port;                /* DIST_MASTER_PORT */
   int verify;                     /* DIST_VERIFY: cross-rank argument check before collectives */
+  int round_shm;                  /* DIST_ROUND: 1 = auto (shared memory on one node), 0 = p2p */
   int cuda_backend;               /* DIST_CUDA_BACKEND: DIST__CUDA_* */
   long long nb_allreduce_min;     /* DIST_NB_ALLREDUCE_MIN: bytes; DIST__NB_AUTO or DIST__NB_OFF */
   double timeout;                 /* DIST_TIMEOUT: seconds; 0 = off */

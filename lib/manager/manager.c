@@ -238,7 +238,8 @@ static dist_status gather_ranks(void) {
   dist__engine.device_keys = malloc(sizeof *dist__engine.device_keys * (size_t)dist__groups.size);
   if (!s && !dist__engine.device_keys) s = dist__error(DIST_ERR_NO_MEMORY, "device table for %d ranks", dist__groups.size);
   for (int q = 0; !s && q < dist__groups.size; q++) dist__engine.device_keys[q] = (uint64_t)rows[(size_t)q * DIST__ROW_WORDS + DIST__ROW_DEVKEY];
-  return dist__agree(dist__engine.world, s, "building the built-in groups");
+  s = dist__agree(dist__engine.world, s, "building the built-in groups");
+  return s ? s : dist__groups_open_rounds(0);
 }
 
 /* Said once per node, at the default level: GPUs allocated but unusable, and
@@ -271,6 +272,7 @@ static dist_status read_settings(void) {
   DIST_CHECK(dist__settings_read((const char *const *)environ, &m->settings));
   dist__engine.timeout = m->settings.timeout; /* what the engines obey, given once */
   dist__engine.cuda_backend = m->settings.cuda_backend;
+  dist__engine.round_shm = m->settings.round_shm;
   dist_log_level_set(m->settings.log_level);
   log_settings();
   return DIST_SUCCESS;

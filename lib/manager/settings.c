@@ -116,6 +116,16 @@ static dist_status parse_host_engine(const char *name, const char *value, dist__
   return dist__error(DIST_ERR_SETTING, "%s='%s' is not a host engine (auto, mpi or gloo)", name, value);
 }
 
+static dist_status parse_round(const char *name, const char *value, dist__settings *s) {
+  static const char *const names[] = {"p2p", "auto"};
+  for (int i = 0; i < 2; i++)
+    if (strcasecmp(value, names[i]) == 0) {
+      s->round_shm = i;
+      return DIST_SUCCESS;
+    }
+  return dist__error(DIST_ERR_SETTING, "%s='%s' is not a round engine (auto or p2p)", name, value);
+}
+
 /* Where a parsed value lands, so that code comparing settings across ranks
  * reads them from this table rather than from a list of its own. */
 enum { INT, LLONG, DOUBLE };
@@ -150,6 +160,11 @@ static const struct {
       "1: every collective first agrees across ranks that all arguments are valid and match (errors, not hangs); "
       "0: skip that small all-reduce"},
      parse_verify, AT(verify, INT), MATCH},
+    {{"DIST_ROUND", "auto",
+      "how a group's check round (DIST_VERIFY, and every agreement point) travels: auto (through an MPI "
+      "shared-memory window when all the group's members share one node, else point-to-point messages) or p2p "
+      "(messages always)"},
+     parse_round, AT(round_shm, INT), MATCH},
     {{"DIST_CUDA_BACKEND", "auto", "device-memory collectives: auto (NCCL if built with it; staged for a group with two ranks on one GPU), nccl, or staged "
       "(copied through host memory and MPI)"},
      parse_cuda_backend, AT(cuda_backend, INT), MATCH},
