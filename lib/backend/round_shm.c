@@ -90,9 +90,12 @@ void dist__round_shm_close(dist__group *g) {
   g->mpi->round = NULL;
   int finalized = 0;
   (void)MPI_Finalized(&finalized);
-  if (dist__engine.broken || finalized) return; /* a collective free could wait for a rank that left */
-  (void)MPI_Win_unlock_all(sh->win);
-  DIST_WARN_CALL(MPI_Win_free(&sh->win));
+  /* A collective free could wait for a rank that left; after MPI_Finalize
+   * the window is gone with MPI. Our handle goes either way. */
+  if (!dist__engine.broken && !finalized) {
+    (void)MPI_Win_unlock_all(sh->win);
+    DIST_WARN_CALL(MPI_Win_free(&sh->win));
+  }
   free(sh);
 }
 
