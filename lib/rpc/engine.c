@@ -103,25 +103,43 @@ static ucs_status_t on_message(void *arg, const void *header, size_t header_leng
 
 /* ---- the progress thread --------------------------------------------------------- */
 
-/* Progress while there is work; after DIST__RPC_SPIN_US without any, sleep on UCX's
- * wakeup fd (ucp_worker_signal wakes it for sends and for stopping). */
+/* The progress thread serves the worker only while no other thread polls it,
+ * and never spins: it progresses until nothing is left, then sleeps on UCX's
+ * wakeup fd (ucp_worker_signal wakes it for sends and for stopping). The
+ * threads that wait for something (a caller for its reply, the idle executor
+ * for a request) spin on the worker themselves; a spinning progress thread
+ * only took the core from them (on 2 cores: 200 us slices in turn with the
+ * caller, bench/RESULTS.md "bench/rpc"). While another thread polls, it parks
+ * on its condition variable instead of the fd, which every message that
+ * thread handles would fire. A poller that stops to sleep wakes it
+ * (dist__rpc_poll_end); one that returns to its caller does not, so a park
+ * lasts DIST__RPC_PARK_US at most. */
+static void park(void) {
+  struct timespec dl;
+  clock_gettime(CLOCK_REALTIME, &dl);
+  dl.tv_nsec += DIST__RPC_PARK_US * 1000L;
+  if (dl.tv_nsec >= 1000000000L) dl.tv_sec++, dl.tv_nsec -= 1000000000L;
+  pthread_mutex_lock(&dist__rpc.pmu);
+  if (atomic_load(&dist__rpc.pollers) && !atomic_load(&dist__rpc.stop))
+    (void)pthread_cond_timedwait(&dist__rpc.pcv, &dist__rpc.pmu, &dl);
+  pthread_mutex_unlock(&dist__rpc.pmu);
+}
+
 static void *progress_main(void *arg) {
   (void)arg;
-  double idle_since = dist__rpc_now_us();
-  for (unsigned i = 0; !atomic_load(&dist__rpc.stop); i++) {
-    if (ucp_worker_progress(dist__rpc.worker)) {
-      idle_since = dist__rpc_now_us();
+  pthread_setname_np(pthread_self(), "dist-rpc-prog"); /* for top and perf */
+  while (!atomic_load(&dist__rpc.stop)) {
+    /* Not even one turn on the worker's lock while another thread polls:
+     * a contended lock makes its holder wake a waiter on every release. */
+    if (atomic_load(&dist__rpc.pollers)) {
+      park();
       continue;
     }
-    /* The clock every 16th turn (it was 15 % of a busy rank's samples); no
-     * spin while another thread polls (a waiting caller, the spinning
-     * executor): a third on the worker's lock only makes them all wait. */
-    if ((i & 15) || (!atomic_load(&dist__rpc.pollers) && dist__rpc_now_us() - idle_since < DIST__RPC_SPIN_US)) continue;
+    if (ucp_worker_progress(dist__rpc.worker)) continue;
     ucs_status_t st = ucp_worker_arm(dist__rpc.worker);
-    if (st == UCS_ERR_BUSY) continue;
+    if (st == UCS_ERR_BUSY) continue; /* events came meanwhile */
     struct pollfd pfd = {dist__rpc.efd, POLLIN, 0};
     if (st == UCS_OK) poll(&pfd, 1, 100);
-    idle_since = dist__rpc_now_us();
   }
   return NULL;
 }
@@ -256,6 +274,7 @@ static void teardown(void) {
   if (dist__rpc.progress) {
     atomic_store(&dist__rpc.stop, 1);
     ucp_worker_signal(dist__rpc.worker);
+    dist__rpc_wake_progress();
     pthread_join(dist__rpc.progress, NULL);
     dist__rpc.progress = 0;
   }
@@ -269,6 +288,8 @@ static void teardown(void) {
   if (dist__rpc.ctx) ucp_cleanup(dist__rpc.ctx);
   dist__rpc_buf_drain();
   pthread_mutex_destroy(&dist__rpc.fmu);
+  pthread_mutex_destroy(&dist__rpc.pmu);
+  pthread_cond_destroy(&dist__rpc.pcv);
   memset(&dist__rpc, 0, sizeof dist__rpc);
 }
 
@@ -289,6 +310,8 @@ dist_status dist_rpc_init(void) {
   if (dist__rpc.on) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_rpc_init: remote calls are running already");
   memset(&dist__rpc, 0, sizeof dist__rpc);
   pthread_mutex_init(&dist__rpc.fmu, NULL);
+  pthread_mutex_init(&dist__rpc.pmu, NULL);
+  pthread_cond_init(&dist__rpc.pcv, NULL);
   DIST_CHECK(dist_manager_rank(&dist__rpc.rank));
   DIST_CHECK(dist_manager_world_size(&dist__rpc.size));
   dist__rpc.timeout = dist__state.settings.timeout;

@@ -92,13 +92,14 @@ static dist_status wait_done(dist_future *f, const char *what) {
    * handled on this thread, no wake-up of the progress thread and back),
    * then sleeps until the progress thread completes the call. */
   double t0 = dist__rpc_now_us();
-  atomic_fetch_add(&dist__rpc.pollers, 1);
+  dist__rpc_poll_begin();
   for (int i = 0; !settled(f); i++) {
     if (dist__rpc.worker) ucp_worker_progress(dist__rpc.worker);
     if ((i & 15) == 15 && dist__rpc_now_us() - t0 > DIST__RPC_SPIN_US) break;
   }
-  atomic_fetch_sub(&dist__rpc.pollers, 1);
-  if (settled(f)) return DIST_SUCCESS;
+  int done = settled(f);
+  dist__rpc_poll_end(!done); /* about to sleep: the progress thread takes over */
+  if (done) return DIST_SUCCESS;
   double timeout = dist__rpc.timeout;
   struct timespec dl;
   clock_gettime(CLOCK_REALTIME, &dl);
@@ -111,7 +112,7 @@ static dist_status wait_done(dist_future *f, const char *what) {
   int rc = 0;
   while (!settled(f) && rc != ETIMEDOUT)
     rc = timeout > 0 ? pthread_cond_timedwait(&f->cv, &f->mu, &dl) : pthread_cond_wait(&f->cv, &f->mu);
-  int done = settled(f);
+  done = settled(f);
   pthread_mutex_unlock(&f->mu);
   if (done) return DIST_SUCCESS;
   if (f->to >= 0)

@@ -11,10 +11,14 @@
 #include "distmgr/rpc.h"
 #include "rpc/wire.h"
 
-#define DIST__RPC_AM_ID 0x44
-/* How long a waiting caller, and the progress thread after its last event,
- * poll the worker before they sleep. */
-#define DIST__RPC_SPIN_US 200 /* one active-message id; the header's kind tells messages apart */
+#define DIST__RPC_AM_ID 0x44 /* one active-message id; the header's kind tells messages apart */
+/* How long a waiting caller, and the idle executor, poll the worker before
+ * they sleep. */
+#define DIST__RPC_SPIN_US 200
+/* The longest the progress thread stays parked while another thread polls
+ * (engine.c): each end of a park is a thread switch on a core that a poller
+ * uses, and a message that comes while nobody polls waits at most this. */
+#define DIST__RPC_PARK_US 1000
 
 /* A message on its way out: it owns its header, meta part and (replies) the
  * output tensors until UCX reports the send complete. */
@@ -95,6 +99,10 @@ typedef struct dist__rpc_engine {
   int qstop;
   atomic_int qlen, qspin; /* jobs queued; an executor polls the worker */
   atomic_int pollers;     /* threads polling the worker besides the progress thread */
+  /* The progress thread parks here (not on UCX's wakeup fd, which every
+   * arriving message would fire) while another thread polls the worker. */
+  pthread_mutex_t pmu;
+  pthread_cond_t pcv;
   /* calls in flight: made here (futures by id), served here */
   pthread_mutex_t fmu;
   dist_future *inflight;
@@ -107,6 +115,12 @@ extern dist__rpc_engine dist__rpc;
 
 /* state.c: a monotonic clock in microseconds (the spins' and waits' limits). */
 double dist__rpc_now_us(void);
+/* state.c: a thread starts or stops polling the worker. `blocking`: it
+ * stops in order to sleep until someone else progresses the worker, so the
+ * progress thread is woken if it parked (engine.c). */
+void dist__rpc_poll_begin(void);
+void dist__rpc_poll_end(int blocking);
+void dist__rpc_wake_progress(void);
 
 /* registry.c */
 dist_status dist__rpc_lookup(const char *name, size_t len, dist__rpc_fn_entry *out);

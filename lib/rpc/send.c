@@ -101,7 +101,9 @@ dist_status dist__rpc_send(int to, dist__rpc_out *o, int wait) {
   if (!wait) return DIST_SUCCESS;
   /* Move it on ourselves first (a rendezvous send waits for the receiver's
    * fetch): no hand-off to the progress thread for a send that is quick. */
+  dist__rpc_poll_begin();
   for (int i = 0; i < 2000 && !__atomic_load_n(&o->done, __ATOMIC_ACQUIRE); i++) ucp_worker_progress(dist__rpc.worker);
+  dist__rpc_poll_end(!__atomic_load_n(&o->done, __ATOMIC_ACQUIRE));
   pthread_mutex_lock(&o->mu);
   while (!o->done) pthread_cond_wait(&o->cv, &o->mu);
   ucs_status_t st = o->status;

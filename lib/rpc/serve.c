@@ -74,7 +74,10 @@ void dist__rpc_enqueue(const dist__rpc_header *h, void *body) {
   else dist__rpc.qhead = j;
   dist__rpc.qtail = j;
   atomic_fetch_add(&dist__rpc.qlen, 1);
-  pthread_cond_signal(&dist__rpc.qcv);
+  /* An executor polling the worker takes it (it looks at the queue under
+   * qmu before it sleeps): waking a sleeping one instead cost a thread
+   * switch per call (bench/RESULTS.md, "bench/rpc"). */
+  if (!atomic_load(&dist__rpc.qspin)) pthread_cond_signal(&dist__rpc.qcv);
   pthread_mutex_unlock(&dist__rpc.qmu);
 }
 
@@ -83,18 +86,19 @@ void dist__rpc_enqueue(const dist__rpc_header *h, void *body) {
  * a call that follows another soon costs no thread wake-up on this side. */
 static void spin_for_work(void) {
   if (atomic_exchange(&dist__rpc.qspin, 1)) return; /* another one spins */
-  atomic_fetch_add(&dist__rpc.pollers, 1);
+  dist__rpc_poll_begin();
   double t0 = dist__rpc_now_us();
   for (int i = 0; !atomic_load(&dist__rpc.qlen) && !dist__rpc.qstop; i++) {
     ucp_worker_progress(dist__rpc.worker);
     if ((i & 15) == 15 && dist__rpc_now_us() - t0 > DIST__RPC_SPIN_US) break;
   }
-  atomic_fetch_sub(&dist__rpc.pollers, 1);
   atomic_store(&dist__rpc.qspin, 0);
+  dist__rpc_poll_end(!atomic_load(&dist__rpc.qlen)); /* idle: to sleep */
 }
 
 static void *executor_main(void *arg) {
   (void)arg;
+  pthread_setname_np(pthread_self(), "dist-rpc-exec");
   for (;;) {
     spin_for_work();
     pthread_mutex_lock(&dist__rpc.qmu);

@@ -10,3 +10,16 @@ double dist__rpc_now_us(void) {
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
 }
+
+void dist__rpc_poll_begin(void) { atomic_fetch_add(&dist__rpc.pollers, 1); }
+
+void dist__rpc_wake_progress(void) {
+  pthread_mutex_lock(&dist__rpc.pmu);
+  pthread_cond_signal(&dist__rpc.pcv);
+  pthread_mutex_unlock(&dist__rpc.pmu);
+}
+
+void dist__rpc_poll_end(int blocking) {
+  atomic_fetch_sub(&dist__rpc.pollers, 1);
+  if (blocking) dist__rpc_wake_progress();
+}
