@@ -19,14 +19,17 @@
  * (engine.c): each end of a park is a thread switch on a core that a poller
  * uses, and a message that comes while nobody polls waits at most this. */
 #define DIST__RPC_PARK_US 1000
+/* Bodies up to this size are packed into one buffer and sent contiguous. */
+#define DIST__RPC_PACK_MAX 4096
 
 /* A message on its way out: it owns its header, meta part and (replies) the
  * output tensors until UCX reports the send complete. */
 typedef struct dist__rpc_out {
   dist__rpc_header h;
-  ucp_dt_iov_t iov[1 + 2 * DIST_RPC_MAX_ARGS];
+  ucp_dt_iov_t iov[1 + 2 * DIST_RPC_MAX_ARGS]; /* one part: a packed body, sent contiguous */
   size_t niov;
-  void *meta;
+  void *meta; /* the meta part, or the whole body when packed */
+  size_t data_bytes; /* the body's bytes after the meta part */
   void *owned[DIST_RPC_MAX_ARGS]; /* freed with the message */
   int nowned;
   /* A caller waiting for its arguments to be sent (dist__rpc_send, wait=1). */

@@ -1,5 +1,6 @@
 /* Messages out: a header, the meta part and the tensors' own memory as one
- * UCX iov send (no copy of the tensors), freed when UCX is done with them. */
+ * UCX iov send (no copy of the tensors), freed when UCX is done with them;
+ * a small body packed into one buffer instead. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,10 +31,14 @@ dist_status dist__rpc_out_new(dist__rpc_kind kind, uint64_t id, dist_status stat
                               dist__rpc_out **out) {
   size_t meta_len, body_len;
   DIST_CHECK(dist__rpc_encode_meta(m, NULL, 0, &meta_len, &body_len));
+  /* A small body goes out packed in one buffer: UCX's contiguous send is
+   * 0.2 us faster a round trip than its iov send (bench/RESULTS.md). */
+  int packed = body_len <= DIST__RPC_PACK_MAX;
+  size_t cap = packed ? body_len : meta_len;
   dist__rpc_out *o = calloc(1, sizeof *o);
-  if (!o || !(o->meta = dist__rpc_alloc(meta_len))) {
+  if (!o || !(o->meta = dist__rpc_alloc(cap))) {
     free(o);
-    return dist__error(DIST_ERR_NO_MEMORY, "remote call: a message of %zu bytes", meta_len);
+    return dist__error(DIST_ERR_NO_MEMORY, "remote call: a message of %zu bytes", cap);
   }
   pthread_mutex_init(&o->mu, NULL);
   pthread_cond_init(&o->cv, NULL);
@@ -41,6 +46,19 @@ dist_status dist__rpc_out_new(dist__rpc_kind kind, uint64_t id, dist_status stat
   if (s) return dist__rpc_out_free(o), s;
   o->h = (dist__rpc_header){DIST__RPC_MAGIC, DIST__RPC_VERSION, (uint16_t)kind, id, dist__rpc.rank, status,
                             body_len};
+  o->data_bytes = body_len - meta_len;
+  if (packed) {
+    char *at = (char *)o->meta + meta_len;
+    for (int i = 0; i < m->ntensors; i++) {
+      size_t n = dist_tensor_nbytes(&m->t[i]), padded = dist__rpc_pad(n);
+      if (n) memcpy(at, m->t[i].data, n);
+      memset(at + n, 0, padded - n);
+      at += padded;
+    }
+    o->iov[o->niov++] = (ucp_dt_iov_t){o->meta, body_len};
+    *out = o;
+    return DIST_SUCCESS;
+  }
   o->iov[o->niov++] = (ucp_dt_iov_t){o->meta, meta_len};
   for (int i = 0; i < m->ntensors; i++) {
     size_t n = dist_tensor_nbytes(&m->t[i]);
@@ -80,14 +98,22 @@ dist_status dist__rpc_send(int to, dist__rpc_out *o, int wait) {
   }
   o->waited = wait;
   /* tests: a body that disagrees with its header, a meta part that lies */
-  if (o->h.kind != DIST__RPC_REPLY && o->niov > 1 && dist__fault("rpc_truncate")) o->niov--;
+  if (o->h.kind != DIST__RPC_REPLY && o->data_bytes && dist__fault("rpc_truncate")) {
+    if (o->niov > 1) o->niov--;
+    else o->iov[0].length -= DIST__RPC_ALIGN; /* packed: data is padded to DIST__RPC_ALIGN */
+  }
   if (o->h.kind != DIST__RPC_REPLY && dist__fault("rpc_corrupt")) memset(o->meta, 0xff, 4);
-  ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                                           UCP_OP_ATTR_FIELD_DATATYPE,
+  ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
                            .cb.send = sent,
-                           .user_data = o,
-                           .datatype = ucp_dt_make_iov()};
-  ucs_status_ptr_t r = ucp_am_send_nbx(dist__rpc.ep[to], DIST__RPC_AM_ID, &o->h, sizeof o->h, o->iov, o->niov, &p);
+                           .user_data = o};
+  const void *buf = o->iov[0].buffer;
+  size_t count = o->iov[0].length; /* one part: contiguous */
+  if (o->niov > 1) {
+    p.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
+    p.datatype = ucp_dt_make_iov();
+    buf = o->iov, count = o->niov;
+  }
+  ucs_status_ptr_t r = ucp_am_send_nbx(dist__rpc.ep[to], DIST__RPC_AM_ID, &o->h, sizeof o->h, buf, count, &p);
   if (r == NULL) {
     dist__rpc_out_free(o);
     return DIST_SUCCESS;
