@@ -710,6 +710,31 @@ static void test_shutdown(void) {
   OK(dist_rpc_shutdown());
 }
 
+/* Large buffers are kept for reuse, and when every place is taken a larger
+ * one replaces the smallest kept: a program that moves on from 2 MiB calls to
+ * 8 MiB ones reuses its 8 MiB buffers (before, a pool full of old sizes made
+ * every larger call map and fault its buffers anew). Local. */
+static void test_buffers_kept(void) {
+  const size_t MiB = (size_t)1 << 20;
+  dist__rpc_buf_drain();
+  void *small[4];
+  for (int i = 0; i < 4; i++) CU_ASSERT_PTR_NOT_NULL_FATAL(small[i] = dist__rpc_buf_get(2 * MiB));
+  for (int i = 0; i < 4; i++) dist__rpc_buf_put(small[i]); /* all four places: 2 MiB */
+  void *big = dist__rpc_buf_get(8 * MiB);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(big);
+  CU_ASSERT_EQUAL(dist__rpc_buf_capacity(big), 8 * MiB); /* none kept fits */
+  dist__rpc_buf_put(big);
+  void *again = dist__rpc_buf_get(5 * MiB); /* the kept 8 MiB one (fits, at most twice too big) */
+  CU_ASSERT_PTR_NOT_NULL_FATAL(again);
+  CU_ASSERT_EQUAL(dist__rpc_buf_capacity(again), 8 * MiB);
+  void *two = dist__rpc_buf_get(2 * MiB); /* the 2 MiB ones still kept beside it */
+  CU_ASSERT_EQUAL(dist__rpc_buf_capacity(two), 2 * MiB);
+  memset(again, 1, 5 * MiB); /* the whole of it is there */
+  dist__rpc_buf_put(two);
+  dist__rpc_buf_put(again);
+  dist__rpc_buf_drain();
+}
+
 static CU_TestInfo call_tests[] = {{"every worker and oneself", test_every_worker},
                                    {"payloads 0 B to 64 MiB", test_payloads},
                                    {"nested calls", test_nested},
@@ -718,6 +743,7 @@ static CU_TestInfo call_tests[] = {{"every worker and oneself", test_every_worke
                                    {"bad input and remote failures", test_errors},
                                    {"malformed requests", test_malformed},
                                    {"registries that differ", test_registry_mismatch},
+                                   {"large buffers kept, new sizes first", test_buffers_kept},
                                    CU_TEST_INFO_NULL};
 static CU_TestInfo map_tests[] = {{"batch partitioner, sum reducer", test_batch_sum},
                                   {"batch partitioner, mean reducer", test_batch_mean},

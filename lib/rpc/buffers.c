@@ -22,6 +22,8 @@ static size_t capacity(const void *p) {
   return c;
 }
 
+size_t dist__rpc_buf_capacity(const void *p) { return capacity(p); }
+
 void *dist__rpc_buf_get(size_t n) {
   if (n >= KEEP_FROM) { /* the smallest kept buffer that fits, not more than twice too big */
     pthread_mutex_lock(&mu);
@@ -44,20 +46,33 @@ void *dist__rpc_buf_get(size_t n) {
 void dist__rpc_buf_put(void *p) {
   if (!p) return;
   size_t c = capacity(p);
+  void *evicted = NULL;
   if (c >= KEEP_FROM) {
     pthread_mutex_lock(&mu);
+    /* A free slot, else the smallest kept buffer if this one is larger: the
+     * sizes a program uses now win over those it used before (a full pool of
+     * 16 MiB buffers made every 64 MiB call map and fault its buffers anew,
+     * bench/RESULTS.md "bench/rpc"). */
     int slot = -1;
     for (int i = 0; i < KEEP_MAX && slot < 0; i++)
       if (!kept[i]) slot = i;
-    if (slot >= 0 && kept_bytes + c <= KEEP_BYTES) {
+    if (slot < 0) { /* full: the smallest kept, if smaller than this one */
+      slot = 0;
+      for (int i = 1; i < KEEP_MAX; i++)
+        if (capacity(kept[i]) < capacity(kept[slot])) slot = i;
+      if (capacity(kept[slot]) >= c) slot = -1;
+    }
+    size_t freed = slot >= 0 && kept[slot] ? capacity(kept[slot]) : 0;
+    if (slot >= 0 && kept_bytes - freed + c <= KEEP_BYTES) {
+      evicted = kept[slot];
       kept[slot] = p;
-      kept_bytes += c;
+      kept_bytes = kept_bytes - freed + c;
       p = NULL;
     }
     pthread_mutex_unlock(&mu);
-    if (!p) return;
   }
-  free((char *)p - HEAD);
+  if (evicted) free((char *)evicted - HEAD);
+  if (p) free((char *)p - HEAD);
 }
 
 void dist__rpc_buf_drain(void) {

@@ -131,10 +131,13 @@ uint64_t dist__rpc_registry_hash(int *count);
 dist_status dist__rpc_registry_name(int i, char *buf, size_t cap);
 
 /* buffers.c: message bodies and output tensors (64-byte aligned; large ones
- * are kept for reuse); drain frees the kept ones. */
+ * are kept for reuse, a larger one replacing the smallest kept when all
+ * places are taken); drain frees the kept ones. */
 void *dist__rpc_buf_get(size_t n);
 void dist__rpc_buf_put(void *p);
 void dist__rpc_buf_drain(void);
+/* The bytes a buffer of dist__rpc_buf_get can hold (a kept one: more than asked). */
+size_t dist__rpc_buf_capacity(const void *p);
 
 /* send.c: UCX's status as a distmgr error; 64-byte aligned memory. */
 dist_status dist__rpc_ucx_error(ucs_status_t st, const char *what);
