@@ -238,7 +238,7 @@ static dist_status on_comm(MPI_Comm comm, engine *e) {
 /* A group knows its rank and size: no MPI query on the path of every verified call. */
 static dist_status on_group(const dist__group *g, engine *e) {
   e->comm = dist__comm(g), e->g = NULL, e->rank = g->rank, e->size = g->size, e->spec = NULL;
-  e->shm = g->mpi ? g->mpi->round : NULL;
+  e->shm = g->round;
 #ifdef HAVE_GLOO
   if (g->gloo) e->comm = MPI_COMM_NULL, e->g = g;
 #endif

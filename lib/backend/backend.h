@@ -22,7 +22,6 @@
 /* The MPI backend's part of a group: its communicator. */
 struct dist__mpi_group {
   MPI_Comm comm;
-  struct dist__round_shm *round; /* the check round's shared window (round_shm.h); NULL: messages */
 };
 static inline MPI_Comm dist__comm(const dist__group *g) { return g->mpi ? g->mpi->comm : MPI_COMM_NULL; }
 

@@ -27,6 +27,7 @@ typedef struct dist__engine_state {
   int round_shm;               /* DIST_ROUND: groups on one node run their check round in shared memory */
   int cuda_backend;            /* DIST_CUDA_BACKEND (DIST__CUDA_*) */
   int node_tasks;              /* ranks on this node as the launcher says (0: unknown) */
+  int node_leader;             /* launches without MPI: the lowest world rank of my node (-1: unknown) */
   size_t nb_allreduce_min;     /* DIST_NB_ALLREDUCE_MIN resolved at start: SIZE_MAX = never */
   uint64_t *device_keys;       /* dist__device_key of every world rank (the manager allocates) */
   struct dist__rdzv *rdzv;     /* launches without MPI: the rendezvous store, and Gloo as the host engine */

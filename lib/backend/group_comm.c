@@ -38,7 +38,6 @@ static dist_status attach(dist__group *g, MPI_Comm comm) {
     return dist__error(DIST_ERR_NO_MEMORY, "group '%s': its MPI part", g->name);
   }
   g->mpi->comm = comm;
-  g->mpi->round = NULL;
   return DIST_SUCCESS;
 }
 
@@ -150,6 +149,7 @@ dist_status dist__group_add_all(int n, const char *const *names, int parent, dis
       if (!s) s = r;
     }
     s = dist__agree_group(dist__groups.groups[0], s, n > 1 ? "creating process groups" : "creating a process group");
+    if (!s) s = dist__groups_open_rounds(before);
     while (s && dist__groups.ngroups > before) free_group(dist__groups.groups[--dist__groups.ngroups]);
     return s;
   }
