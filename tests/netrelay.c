@@ -57,6 +57,21 @@ struct lane {
 
 static volatile sig_atomic_t stop;
 static int gone; /* a device failed: stop, never spin (we run SCHED_FIFO) */
+static int hiccup; /* a device reported an error but still exists: pause, then go on */
+
+/* An error from a device that still exists is passing: moving the second TAP
+ * device into the other namespace, or bringing a link up, can make it report
+ * one (a loaded CI pass saw the relay stop there, and both devices vanish
+ * with it). Gone only when the kernel has detached it (namespace deleted). */
+static void device_error(int fd)
+{
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof ifr);
+    if (ioctl(fd, TUNGETIFF, &ifr) < 0)
+        gone = 1;
+    else
+        hiccup = 1;
+}
 static void on_signal(int sig) { (void)sig; stop = 1; }
 
 static int64_t now_ns(void)
@@ -100,7 +115,7 @@ static void lane_read(struct lane *l, int64_t delay_ns, double ns_per_byte, int6
         struct frame *f = &l->q[(l->head + l->count) % SLOTS];
         ssize_t n = read(l->in, f->data, MAX_FRAME);
         if (n < 0 && errno != EAGAIN && errno != EINTR)
-            gone = 1; /* the device went away (namespace deleted) */
+            device_error(l->in);
         if (n <= 0)
             return; /* EAGAIN: nothing more now */
         int64_t leave = now;
@@ -128,7 +143,7 @@ static int64_t lane_write(struct lane *l)
         if (n < 0 && errno == EAGAIN)
             return 20000; /* the far end is busy: try again shortly */
         if (n < 0 && errno != EINTR && errno != ENOBUFS && errno != ENOMEM)
-            gone = 1;
+            device_error(l->out);
         if (n < 0)
             l->dropped++;
         else {
@@ -259,14 +274,20 @@ int main(int argc, char **argv)
             return 1;
         }
         for (int l = 0; l < 2; l++) {
-            if (p[l].revents & (POLLERR | POLLHUP | POLLNVAL))
+            if (p[l].revents & POLLNVAL)
                 gone = 1;
+            else if (p[l].revents & (POLLERR | POLLHUP))
+                device_error(p[l].fd);
             else if (p[l].revents & POLLIN)
                 lane_read(&lanes[l], delay_ns, ns_per_byte, queue_ns);
         }
         if (gone) {
             fprintf(stderr, "netrelay: a TAP device went away: stopping\n");
             return 1;
+        }
+        if (hiccup) { /* never spin on an error that lasts */
+            hiccup = 0;
+            nanosleep(&(struct timespec){0, 1000000}, NULL);
         }
     }
     return 0;

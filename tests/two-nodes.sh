@@ -285,13 +285,14 @@ cmd_up() {
     ip -n "$NODE1" addr add "$ADDR1/24" dev "$IF1" || die "cannot set $ADDR1/24 on $NODE1:$IF1"
     { ip -n "$NODE0" link set lo up && ip -n "$NODE0" link set "$IF0" up; } || die "cannot bring up $NODE0's interfaces"
     { ip -n "$NODE1" link set lo up && ip -n "$NODE1" link set "$IF1" up; } || die "cannot bring up $NODE1's interfaces"
-    # Wait (up to 5 s) until both ends have carrier and their address: Open MPI
-    # looks for the subnet at start-up and skips an interface not ready yet.
+    # Wait (up to 20 s: a loaded CI pass once needed more than 5) until both
+    # ends have carrier and their address: Open MPI looks for the subnet at
+    # start-up and skips an interface not ready yet.
     local tries=0
     until ip -n "$NODE0" -o link show "$IF0" 2>/dev/null | grep -q LOWER_UP && ip -n "$NODE1" -o link show "$IF1" 2>/dev/null | grep -q LOWER_UP &&
         ip -n "$NODE0" -4 -o addr show dev "$IF0" | grep -q "$ADDR0" && ip -n "$NODE1" -4 -o addr show dev "$IF1" | grep -q "$ADDR1"; do
         tries=$((tries + 1))
-        [ "$tries" -le 50 ] || die "the link between $NODE0 and $NODE1 did not come up within 5 s"
+        [ "$tries" -le 200 ] || die "the link between $NODE0 and $NODE1 did not come up within 20 s"
         sleep 0.1
     done
     UP_PENDING=0

@@ -35,6 +35,7 @@ if [ $rc -ne 0 ]; then
   # the test.
   echo "two_nodes_link: the try failed (exit $rc); bringing the link up again for one more try"
   "$here/two-nodes.sh" down
+  sleep 2 # the first try's relay and namespaces are gone before the second starts
   try_once
   rc=$?
 fi
