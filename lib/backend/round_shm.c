@@ -1,14 +1,13 @@
 /* The check round through shared memory (see round_shm.h). */
 #include <errno.h>
-#include <stdint.h>
 #include <fcntl.h>
-#include <sched.h>
+#include <linux/futex.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -123,11 +122,15 @@ static dist_status open_mapped(dist__group *g) {
   int P = g->size;
   size_t bytes = 2 * (size_t)P * sizeof(slot);
   int64_t mine[2] = {dist__engine.node_leader, (int64_t)getpid()}, *all = malloc(sizeof mine * (size_t)P);
-  if (!all) return dist__error(DIST_ERR_NO_MEMORY, "group '%s': its round's members", g->name);
+  int64_t *flags = malloc(sizeof *flags * (size_t)P);
+  if (!all || !flags) {
+    free(all), free(flags);
+    return dist__error(DIST_ERR_NO_MEMORY, "group '%s': its round's members", g->name);
+  }
   dist_status s = gloo_gather(g, mine, sizeof mine, all);
   int shared = !s;
   for (int q = 0; shared && q < P; q++) shared = all[2 * q] == all[0];
-  if (!shared) return free(all), s;
+  if (!shared) return free(all), free(flags), s;
   /* One name per group and job: member 0's process id and the group's place in the table. */
   char name[96];
   snprintf(name, sizeof name, "/distmgr-round-%lld-%d", (long long)all[1], g->index);
@@ -141,12 +144,11 @@ static dist_status open_mapped(dist__group *g) {
   for (int step = 0; step < 2 && !s; step++) { /* 0: member 0 made it; 1: every member mapped it */
     if (step == 1 && g->rank != 0 && ok) fd = shm_open(name, O_RDWR, 0600), ok = fd >= 0;
     if (step == 1 && ok) ok = (map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) != MAP_FAILED;
-    int64_t flag = ok, *flags = malloc(sizeof flag * (size_t)P);
-    if (!flags) s = dist__error(DIST_ERR_NO_MEMORY, "group '%s': its round's flags", g->name);
-    if (!s) s = gloo_gather(g, &flag, sizeof flag, flags);
+    int64_t flag = ok;
+    s = gloo_gather(g, &flag, sizeof flag, flags);
     for (int q = 0; !s && q < P; q++) ok = ok && flags[q];
-    free(flags);
   }
+  free(flags);
   if (fd >= 0) close(fd);
   if (g->rank == 0) (void)shm_unlink(name); /* mapped where it worked; the name is not needed again */
   dist__round_shm *sh = ok && !s ? calloc(1, sizeof *sh) : NULL;
@@ -242,7 +244,7 @@ static dist_status wait_mapped(arrival *a, const char *call) {
   double t0 = seconds(), limit = dist__engine.timeout;
   while (!all_arrived(a)) {
     int peer = (a->sh->me + a->next) % a->sh->size;
-    slot *s = (slot *)slot_of(a->sh, a->round, peer);
+    slot *s = slot_of(a->sh, a->round, peer);
     atomic_fetch_add(&s->waiters, 1);
     uint32_t seen = atomic_load(&s->seq);
     if (atomic_load_explicit(&s->round, memory_order_acquire) < a->round)
