@@ -28,4 +28,14 @@ case $np in ''|*[!0-9]*) echo "mpi-launch: cannot read a rank count from '$test_
 launcher=${LAUNCHER:-$(sed -n 's/^#define DIST_DEFAULT_LAUNCHER "\(.*\)"$/\1/p' "${top_builddir:-$dir/..}/config.h" 2>/dev/null || :)}
 launcher=${launcher:-mpirun --oversubscribe --allow-run-as-root -n}
 echo "mpi-launch: ${DIST_ROUND:+DIST_ROUND=$DIST_ROUND }${DIST_RANKS_PER_NODE:+DIST_RANKS_PER_NODE=$DIST_RANKS_PER_NODE }${DIST_CUDA_BACKEND:+DIST_CUDA_BACKEND=$DIST_CUDA_BACKEND }timeout ${TEST_TIMEOUT:-120} $launcher $np $dir/$prog"
-exec timeout -k 5 "${TEST_TIMEOUT:-120}" $launcher "$np" "$dir/$prog"
+# Open MPI's session directory in a folder of this run's own: parallel
+# mpiruns share /tmp/ompi.HOST.UID, and one removing it while another makes
+# its pid folder there failed a CI pass ("orte_session_dir failed").
+# Other MPIs ignore the variable.
+session=$(mktemp -d "${TMPDIR:-/tmp}/mpi-launch.XXXXXX") || exit 99
+OMPI_MCA_orte_tmpdir_base=$session
+export OMPI_MCA_orte_tmpdir_base
+timeout -k 5 "${TEST_TIMEOUT:-120}" $launcher "$np" "$dir/$prog"
+rc=$?
+rm -rf "$session"
+exit $rc
