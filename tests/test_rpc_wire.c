@@ -216,7 +216,8 @@ static void raw_u64(raw *r, uint64_t v) { raw_bytes(r, &v, 8); }
 static void raw_align(raw *r, size_t a) {
   while (r->n % a) r->b[r->n++] = 0;
 }
-/* A meta part: name, then (dtype, ndim, shape...) per tensor, then extra. */
+/* A meta part: name, the tensor and extra counts, (dtype, ndim, shape...)
+ * per tensor, then the extra bytes. */
 static void raw_meta(raw *r, const char *name, uint32_t name_len, uint32_t nt, const uint32_t *dtype,
                      const uint32_t *ndim, const int64_t (*shape)[DIST_TENSOR_MAX_DIMS], const void *extra,
                      uint64_t extra_len) {
@@ -225,14 +226,13 @@ static void raw_meta(raw *r, const char *name, uint32_t name_len, uint32_t nt, c
   raw_bytes(r, name, name_len);
   raw_align(r, 4);
   raw_u32(r, nt);
+  raw_u32(r, (uint32_t)extra_len);
   for (uint32_t i = 0; i < nt; i++) {
     raw_u32(r, dtype[i]);
     raw_u32(r, ndim[i]);
     raw_align(r, 8);
     raw_bytes(r, shape[i], 8 * (size_t)(ndim[i] < DIST_TENSOR_MAX_DIMS ? ndim[i] : DIST_TENSOR_MAX_DIMS));
   }
-  raw_align(r, 8);
-  raw_u64(r, extra_len);
   raw_bytes(r, extra, (size_t)extra_len);
   raw_align(r, DIST__RPC_ALIGN);
 }
@@ -251,10 +251,10 @@ static void expect_corrupt(const raw *r, size_t data, const char *why) {
 }
 
 static void test_layout(void) {
-  /* Name "ab" at 4..6 (2 bytes of padding before the count at 8..12), an
-   * f32[2,3] (dtype, ndim at 12..20, 4 bytes of padding, shape at 24..40),
-   * a u8 scalar (40..48, no shape), extra_len at 48..56, "xyz" at 56..59,
-   * zeros to 64; then 24 bytes of f32 data padded to 32, 1 byte padded to 16. */
+  /* Name "ab" at 4..6 (2 bytes of padding before the counts at 8..16), an
+   * f32[2,3] (dtype, ndim at 16..24, shape at 24..40), a u8 scalar (40..48,
+   * no shape), "xyz" at 48..51, zeros to 64; then 24 bytes of f32 data
+   * padded to 32, 1 byte padded to 16. */
   float f[6] = {1, 2, 3, 4, 5, 6};
   unsigned char u = 9;
   dist__rpc_msg m;
@@ -449,17 +449,20 @@ static void test_bad_fields(void) {
   r9.n = 0;
   raw_u32(&r9, 0);
   raw_u32(&r9, 1);
+  raw_u32(&r9, 0);
   raw_u32(&r9, DIST_F32);
   raw_u32(&r9, DIST_TENSOR_MAX_DIMS + 1);
+  raw_align(&r9, 8);
   for (int k = 0; k < DIST_TENSOR_MAX_DIMS + 1; k++) raw_u64(&r9, 1);
-  raw_u64(&r9, 0);
   raw_align(&r9, DIST__RPC_ALIGN);
   expect_corrupt(&r9, 16, "9 dims");
   r9.n = 0;
   raw_u32(&r9, 0);
   raw_u32(&r9, 1);
+  raw_u32(&r9, 0);
   raw_u32(&r9, DIST_F32);
   raw_u32(&r9, UINT32_MAX);
+  raw_align(&r9, 8);
   raw_u64(&r9, 0);
   raw_align(&r9, DIST__RPC_ALIGN);
   expect_corrupt(&r9, 0, "2^32-1 dims");
@@ -501,20 +504,20 @@ static void test_bad_fields(void) {
     memset(b, 'x', meta_n);
     memcpy(b, &(uint32_t){0}, 4);
     memcpy(b + 4, &(uint32_t){0}, 4);
-    memcpy(b + 8, &(uint64_t){DIST__RPC_EXTRA_MAX + 1}, 8);
+    memcpy(b + 8, &(uint32_t){DIST__RPC_EXTRA_MAX + 1}, 4);
     dist__rpc_msg m;
     ASSERT_STATUS(dist__rpc_decode(b, meta_n, &m), DIST_ERR_CORRUPT);
     /* The same at exactly the limit is fine. */
-    memcpy(b + 8, &(uint64_t){DIST__RPC_EXTRA_MAX}, 8);
+    memcpy(b + 8, &(uint32_t){DIST__RPC_EXTRA_MAX}, 4);
     ASSERT_OK(dist__rpc_decode(b, 16 + DIST__RPC_EXTRA_MAX, &m));
     CU_ASSERT_EQUAL(m.extra_len, DIST__RPC_EXTRA_MAX);
     free(b);
   }
   raw_meta(&r, "", 0, 0, NULL, NULL, NULL, "", 0);
-  memcpy(r.b + 8, &(uint64_t){UINT64_MAX}, 8);
-  expect_corrupt(&r, 0, "extra of 2^64-1 bytes");
+  memcpy(r.b + 8, &(uint32_t){UINT32_MAX}, 4);
+  expect_corrupt(&r, 0, "extra of 2^32-1 bytes");
   raw_meta(&r, "", 0, 0, NULL, NULL, NULL, "", 0);
-  memcpy(r.b + 8, &(uint64_t){9}, 8); /* 9 extra bytes, none there */
+  memcpy(r.b + 8, &(uint32_t){9}, 4); /* 9 extra bytes, none there */
   expect_corrupt(&r, 0, "extra past the body");
 
   /* Trailing bytes: after the data, after the meta of a message without
@@ -557,62 +560,71 @@ static void test_trailing_after_encoded(void) {
 /* ---- headers -------------------------------------------------------------------- */
 
 static void test_headers(void) {
-  const uint64_t max = (uint64_t)1 << 40;
-  dist__rpc_header good = {DIST__RPC_MAGIC, DIST__RPC_VERSION, DIST__RPC_REQUEST, 77, 3, 0, 1024}, out, h;
-  CU_ASSERT_EQUAL(sizeof good, 32);
+  dist__rpc_header good = {.magic = DIST__RPC_MAGIC, .version = DIST__RPC_VERSION, .kind = DIST__RPC_REQUEST,
+                           .caller = 3, .call_id = 77},
+                   out, h;
+  CU_ASSERT_EQUAL(sizeof good, 16); /* with a 48-byte body: UCX's short protocol (wire.h) */
   for (int k = DIST__RPC_REQUEST; k < DIST__RPC_KINDS; k++) {
     h = good;
-    h.kind = (uint16_t)k;
-    h.status = k == DIST__RPC_REPLY ? DIST_ERR_INVALID_ARGUMENT : 0;
+    h.kind = (uint8_t)k;
+    if (k == DIST__RPC_REPLY) h.status = DIST_ERR_INVALID_ARGUMENT;
     memset(&out, 0, sizeof out);
-    ASSERT_OK(dist__rpc_check_header(&h, sizeof h, max, &out));
+    ASSERT_OK(dist__rpc_check_header(&h, sizeof h, &out));
     CU_ASSERT(!memcmp(&out, &h, sizeof h));
   }
-  h = good;
-  h.body_len = max;
-  ASSERT_OK(dist__rpc_check_header(&h, sizeof h, max, &out));
-  h.body_len = 0;
-  ASSERT_OK(dist__rpc_check_header(&h, sizeof h, max, &out));
   /* An unaligned header (UCX gives no alignment). */
   unsigned char un[sizeof good + 1];
   memcpy(un + 1, &good, sizeof good);
-  ASSERT_OK(dist__rpc_check_header(un + 1, sizeof good, max, &out));
+  ASSERT_OK(dist__rpc_check_header(un + 1, sizeof good, &out));
   CU_ASSERT_EQUAL(out.call_id, 77);
+  CU_ASSERT_EQUAL(out.caller, 3);
 
   h = good;
   h.magic = DIST__RPC_MAGIC ^ 1;
-  ASSERT_STATUS(dist__rpc_check_header(&h, sizeof h, max, &out), DIST_ERR_CORRUPT);
+  ASSERT_STATUS(dist__rpc_check_header(&h, sizeof h, &out), DIST_ERR_CORRUPT);
   ASSERT_MSG_HAS("magic");
   h.magic = 0;
-  ASSERT_STATUS(dist__rpc_check_header(&h, sizeof h, max, &out), DIST_ERR_CORRUPT);
-  const uint16_t versions[] = {0, DIST__RPC_VERSION + 1, UINT16_MAX};
+  ASSERT_STATUS(dist__rpc_check_header(&h, sizeof h, &out), DIST_ERR_CORRUPT);
+  const uint8_t versions[] = {0, 1, DIST__RPC_VERSION + 1, UINT8_MAX}; /* 1: the 32-byte header before */
   for (size_t i = 0; i < sizeof versions / sizeof *versions; i++) {
     h = good;
     h.version = versions[i];
-    ASSERT_STATUS(dist__rpc_check_header(&h, sizeof h, max, &out), DIST_ERR_CORRUPT);
+    ASSERT_STATUS(dist__rpc_check_header(&h, sizeof h, &out), DIST_ERR_CORRUPT);
+    ASSERT_MSG_HAS("version");
   }
-  const uint16_t kinds[] = {0, DIST__RPC_KINDS, DIST__RPC_KINDS + 1, UINT16_MAX};
+  const uint8_t kinds[] = {0, DIST__RPC_KINDS, DIST__RPC_KINDS + 1, UINT8_MAX};
   for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
     h = good;
     h.kind = kinds[i];
-    ASSERT_STATUS(dist__rpc_check_header(&h, sizeof h, max, &out), DIST_ERR_CORRUPT);
+    ASSERT_STATUS(dist__rpc_check_header(&h, sizeof h, &out), DIST_ERR_CORRUPT);
   }
   ASSERT_MSG_HAS("kind");
-  h = good;
-  h.body_len = max + 1;
-  ASSERT_STATUS(dist__rpc_check_header(&h, sizeof h, max, &out), DIST_ERR_CORRUPT);
-  h.body_len = UINT64_MAX;
-  ASSERT_STATUS(dist__rpc_check_header(&h, sizeof h, max, &out), DIST_ERR_CORRUPT);
-  h.body_len = 1025;
-  ASSERT_STATUS(dist__rpc_check_header(&h, sizeof h, 1024, &out), DIST_ERR_CORRUPT);
-  /* Header lengths other than the struct's, and no header. */
-  unsigned char big[sizeof good + 8];
+  /* Header lengths other than the struct's (the old 32 bytes among them), and no header. */
+  unsigned char big[32];
   memcpy(big, &good, sizeof good);
-  memset(big + sizeof good, 0, 8);
-  ASSERT_STATUS(dist__rpc_check_header(&good, sizeof good - 1, max, &out), DIST_ERR_CORRUPT);
-  ASSERT_STATUS(dist__rpc_check_header(big, sizeof big, max, &out), DIST_ERR_CORRUPT);
-  ASSERT_STATUS(dist__rpc_check_header(&good, 0, max, &out), DIST_ERR_CORRUPT);
-  ASSERT_STATUS(dist__rpc_check_header(NULL, sizeof good, max, &out), DIST_ERR_CORRUPT);
+  memset(big + sizeof good, 0, sizeof big - sizeof good);
+  ASSERT_STATUS(dist__rpc_check_header(&good, sizeof good - 1, &out), DIST_ERR_CORRUPT);
+  ASSERT_STATUS(dist__rpc_check_header(big, sizeof big, &out), DIST_ERR_CORRUPT);
+  ASSERT_STATUS(dist__rpc_check_header(&good, 0, &out), DIST_ERR_CORRUPT);
+  ASSERT_STATUS(dist__rpc_check_header(NULL, sizeof good, &out), DIST_ERR_CORRUPT);
+}
+
+/* A small call's message (a name of up to 12 bytes, one 8-byte tensor) and
+ * its answer fit UCX's short protocol: at most 16 + 64 bytes (wire.h). */
+static void test_small_sizes(void) {
+  double x = 1;
+  int64_t one = 1;
+  dist__rpc_msg m = {.name = "echo_fn_abcd", .name_len = 12, .ntensors = 1};
+  m.t[0] = dist_tensor_host(&x, DIST_F64, 1, &one);
+  size_t meta = 0, body = 0;
+  ASSERT_OK(dist__rpc_encode_meta(&m, NULL, 0, &meta, &body));
+  CU_ASSERT_EQUAL(body, 64);
+  m.name_len = 4; /* "echo" */
+  ASSERT_OK(dist__rpc_encode_meta(&m, NULL, 0, &meta, &body));
+  CU_ASSERT_EQUAL(body, 48);
+  m.name = NULL, m.name_len = 0; /* the reply */
+  ASSERT_OK(dist__rpc_encode_meta(&m, NULL, 0, &meta, &body));
+  CU_ASSERT_EQUAL(body, 48);
 }
 
 /* ---- the encoder's refusals ---------------------------------------------------- */
@@ -687,7 +699,8 @@ static int seed(const char *dir, const char *name, dist__rpc_kind kind, const di
     fprintf(stderr, "%s: encoding failed: %s\n", name, dist_last_error());
     return 1;
   }
-  dist__rpc_header h = {DIST__RPC_MAGIC, DIST__RPC_VERSION, (uint16_t)kind, 42, 1, 0, len};
+  dist__rpc_header h = {.magic = DIST__RPC_MAGIC, .version = DIST__RPC_VERSION, .kind = (uint8_t)kind, .caller = 1,
+                        .call_id = 42};
   size_t keep = cut < 0 || (size_t)cut > len ? len : (size_t)cut;
   int r = write_file(dir, name, &h, sizeof h, b, keep);
   free(b);
@@ -748,6 +761,7 @@ static CU_TestInfo tests[] = {
     {"bad names, counts, dtypes, ranks, extents, extra, trailing bytes", test_bad_fields},
     {"trailing bytes after an encoded message", test_trailing_after_encoded},
     {"headers", test_headers},
+    {"a small call fits UCX's short protocol", test_small_sizes},
     {"the encoder's refusals", test_encode_invalid},
     CU_TEST_INFO_NULL,
 };

@@ -17,10 +17,10 @@
 /* ---- receiving ---------------------------------------------------------------- */
 
 /* A whole message: a request goes to an executor, a reply completes its future. */
-static void deliver(const dist__rpc_header *h, void *body) {
+static void deliver(const dist__rpc_header *h, void *body, size_t len) {
   if (h->kind != DIST__RPC_REPLY) {
     atomic_fetch_add(&dist__rpc.calls_in, 1);
-    dist__rpc_enqueue(h, body);
+    dist__rpc_enqueue(h, body, len);
     return;
   }
   dist_future *f = dist__inflight_take(h->call_id);
@@ -30,7 +30,7 @@ static void deliver(const dist__rpc_header *h, void *body) {
   }
   atomic_fetch_sub(&dist__rpc.calls_out, 1);
   dist__rpc_msg m;
-  dist_status s = dist__rpc_decode(body, h->body_len, &m);
+  dist_status s = dist__rpc_decode(body, len, &m);
   if (s) {
     dist__future_complete(f, s, dist_last_error(), body, NULL, NULL);
   } else if (h->status) {
@@ -46,52 +46,47 @@ static void deliver(const dist__rpc_header *h, void *body) {
 typedef struct pending_body {
   dist__rpc_header h;
   void *body;
+  size_t len;
 } pending_body;
 
 static void body_arrived(void *request, ucs_status_t st, size_t length, void *user) {
   pending_body *p = user;
   (void)length;
-  if (st == UCS_OK) deliver(&p->h, p->body);
+  if (st == UCS_OK) deliver(&p->h, p->body, p->len);
   else dist__rpc_buf_put(p->body), dist_log(DIST_LOG_WARN, "remote call: a message body was lost (%s)", ucs_status_string(st));
   free(p);
   if (request) ucp_request_free(request);
 }
 
-/* Runs inside ucp_worker_progress: short, no waiting. A message that fails
- * its checks is dropped with a log line (a request with a readable header
- * gets an error reply from its executor instead, see serve.c). */
+/* Runs inside ucp_worker_progress: short, no waiting. A message whose
+ * header fails its checks is dropped with a log line; a request with a
+ * readable header always gets an answer (an error when its body could not
+ * be kept, see serve.c). */
 static ucs_status_t on_message(void *arg, const void *header, size_t header_length, void *data, size_t length,
                                const ucp_am_recv_param_t *param) {
   (void)arg;
   dist__rpc_header h;
-  if (dist__rpc_check_header(header, header_length, (uint64_t)1 << 40, &h)) {
+  if (dist__rpc_check_header(header, header_length, &h)) {
     dist_log(DIST_LOG_WARN, "remote call: dropped a message: %s", dist_last_error());
     return UCS_OK;
   }
-  if (h.body_len != length) { /* truncated or padded: a request still gets its answer, an error */
-    dist_log(DIST_LOG_WARN, "remote call: a message of %zu bytes whose header says %llu", length,
-             (unsigned long long)h.body_len);
-    if (h.kind == DIST__RPC_REPLY) return UCS_OK;
-    h.body_len = length;
-    h.status = DIST_ERR_CORRUPT; /* serve() answers with the error instead of running it */
-    atomic_fetch_add(&dist__rpc.calls_in, 1);
-    dist__rpc_enqueue(&h, NULL);
-    return UCS_OK;
-  }
-  void *body = dist__rpc_buf_get(length);
-  if (!body) {
-    dist_log(DIST_LOG_WARN, "remote call: dropped a message of %zu bytes: out of memory", length);
+  void *body = length <= DIST__RPC_BODY_MAX ? dist__rpc_buf_get(length) : NULL;
+  if (!body) { /* a request still gets its answer, an error (serve.c) */
+    dist_log(DIST_LOG_WARN, "remote call: dropped a message of %zu bytes: %s", length,
+             length <= DIST__RPC_BODY_MAX ? "out of memory" : "too large");
+    if (h.kind != DIST__RPC_REPLY) deliver(&h, NULL, length);
     return UCS_OK;
   }
   if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
     if (length) memcpy(body, data, length);
-    deliver(&h, body);
+    deliver(&h, body, length);
     return UCS_OK;
   }
   pending_body *p = malloc(sizeof *p);
   if (!p) return dist__rpc_buf_put(body), UCS_OK;
   p->h = h;
   p->body = body;
+  p->len = length;
   ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
                             .cb.recv_am = body_arrived,
                             .user_data = p};

@@ -79,7 +79,8 @@ typedef struct dist__rpc_fn_entry {
 /* An incoming request for an executor. */
 typedef struct dist__rpc_job {
   dist__rpc_header h;
-  void *body;
+  void *body; /* NULL: it could not be received (answered with an error) */
+  size_t len;
   struct dist__rpc_job *next;
 } dist__rpc_job;
 
@@ -152,7 +153,7 @@ dist_status dist__rpc_out_new(dist__rpc_kind kind, uint64_t id, dist_status stat
 void dist__rpc_out_free(dist__rpc_out *o);
 
 /* serve.c: a request to run (on an executor) */
-void dist__rpc_enqueue(const dist__rpc_header *h, void *body);
+void dist__rpc_enqueue(const dist__rpc_header *h, void *body, size_t len);
 dist_status dist__rpc_exec_start(void);
 void dist__rpc_exec_stop(void);
 

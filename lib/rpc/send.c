@@ -44,8 +44,10 @@ dist_status dist__rpc_out_new(dist__rpc_kind kind, uint64_t id, dist_status stat
   pthread_cond_init(&o->cv, NULL);
   dist_status s = dist__rpc_encode_meta(m, o->meta, meta_len, &meta_len, &body_len);
   if (s) return dist__rpc_out_free(o), s;
-  o->h = (dist__rpc_header){DIST__RPC_MAGIC, DIST__RPC_VERSION, (uint16_t)kind, id, dist__rpc.rank, status,
-                            body_len};
+  o->h = (dist__rpc_header){.magic = DIST__RPC_MAGIC, .version = DIST__RPC_VERSION, .kind = (uint8_t)kind,
+                            .call_id = id};
+  if (kind == DIST__RPC_REPLY) o->h.status = status;
+  else o->h.caller = dist__rpc.rank;
   o->data_bytes = body_len - meta_len;
   if (packed) {
     char *at = (char *)o->meta + meta_len;

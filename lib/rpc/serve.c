@@ -15,9 +15,9 @@ static void serve(dist__rpc_job *j) {
   dist_rpc_outputs outs = {0};
   dist__rpc_fn_entry e;
   char msg[1400] = "";
-  dist_status s = j->body ? dist__rpc_decode(j->body, j->h.body_len, &m)
-                          : dist__error(DIST_ERR_CORRUPT, "remote call: a request of %llu bytes disagreed with its header",
-                                        (unsigned long long)j->h.body_len);
+  dist_status s = j->body ? dist__rpc_decode(j->body, j->len, &m)
+                          : dist__error(DIST_ERR_NO_MEMORY, "remote call: a request of %zu bytes could not be received",
+                                        j->len);
   if (!s) s = dist__rpc_lookup(m.name, m.name_len, &e);
   if (!s && j->h.kind == DIST__RPC_VJP && !e.vjp)
     s = dist__error(DIST_ERR_INVALID_ARGUMENT, "'%.*s' has no registered VJP", (int)m.name_len, m.name);
@@ -59,7 +59,7 @@ static void serve(dist__rpc_job *j) {
   atomic_fetch_sub(&dist__rpc.calls_in, 1);
 }
 
-void dist__rpc_enqueue(const dist__rpc_header *h, void *body) {
+void dist__rpc_enqueue(const dist__rpc_header *h, void *body, size_t len) {
   dist__rpc_job *j = malloc(sizeof *j);
   if (!j) {
     dist__rpc_buf_put(body);
@@ -68,6 +68,7 @@ void dist__rpc_enqueue(const dist__rpc_header *h, void *body) {
   }
   j->h = *h;
   j->body = body;
+  j->len = len;
   j->next = NULL;
   pthread_mutex_lock(&dist__rpc.qmu);
   if (dist__rpc.qtail) dist__rpc.qtail->next = j;

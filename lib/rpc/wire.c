@@ -39,8 +39,8 @@ dist_status dist__rpc_encode_meta(const dist__rpc_msg *m, void *buf, size_t cap,
   put(&c, &u, 4);
   put(&c, m->name, m->name_len);
   put_align(&c, 4);
-  u = (uint32_t)m->ntensors;
-  put(&c, &u, 4);
+  uint32_t counts[2] = {(uint32_t)m->ntensors, (uint32_t)m->extra_len};
+  put(&c, counts, 8);
   size_t data = 0;
   for (int i = 0; i < m->ntensors; i++) {
     const dist_tensor *t = &m->t[i];
@@ -53,9 +53,6 @@ dist_status dist__rpc_encode_meta(const dist__rpc_msg *m, void *buf, size_t cap,
     put(&c, t->shape, 8 * (size_t)t->ndim);
     data += dist__rpc_pad(dist_tensor_nbytes(t));
   }
-  put_align(&c, 8);
-  uint64_t x = m->extra_len;
-  put(&c, &x, 8);
   put(&c, m->extra, m->extra_len);
   size_t meta = dist__rpc_pad(c.at);
   if (buf) {
@@ -67,19 +64,16 @@ dist_status dist__rpc_encode_meta(const dist__rpc_msg *m, void *buf, size_t cap,
   return DIST_SUCCESS;
 }
 
-dist_status dist__rpc_check_header(const void *hdr, size_t hdr_len, uint64_t body_max, dist__rpc_header *out) {
+dist_status dist__rpc_check_header(const void *hdr, size_t hdr_len, dist__rpc_header *out) {
   if (!hdr || hdr_len != sizeof *out)
     return dist__error(DIST_ERR_CORRUPT, "remote call: a message header of %zu bytes (expected %zu)", hdr_len,
                        sizeof *out);
   memcpy(out, hdr, sizeof *out);
   if (out->magic != DIST__RPC_MAGIC || out->version != DIST__RPC_VERSION)
-    return dist__error(DIST_ERR_CORRUPT, "remote call: not a distmgr message (magic %#x, version %u)",
-                       (unsigned)out->magic, (unsigned)out->version);
+    return dist__error(DIST_ERR_CORRUPT, "remote call: not a distmgr message (magic %#x, version %u; expected %#x, %u)",
+                       (unsigned)out->magic, (unsigned)out->version, DIST__RPC_MAGIC, DIST__RPC_VERSION);
   if (out->kind < DIST__RPC_REQUEST || out->kind >= DIST__RPC_KINDS)
     return dist__error(DIST_ERR_CORRUPT, "remote call: unknown message kind %u", (unsigned)out->kind);
-  if (out->body_len > body_max)
-    return dist__error(DIST_ERR_CORRUPT, "remote call: body of %llu bytes (at most %llu)",
-                       (unsigned long long)out->body_len, (unsigned long long)body_max);
   return DIST_SUCCESS;
 }
 
@@ -108,11 +102,13 @@ dist_status dist__rpc_decode(const void *body, size_t len, dist__rpc_msg *m) {
   m->name_len = u;
   m->name = take(&c, u, 1, "the name", &s);
   if (!s && memchr(m->name, 0, u)) return dist__error(DIST_ERR_CORRUPT, "remote call: a name with a NUL byte");
-  p = take(&c, 4, 4, "the tensor count", &s);
+  uint32_t counts[2];
+  p = take(&c, 8, 4, "the tensor count", &s);
   if (s) return s;
-  memcpy(&u, p, 4);
-  if (u > DIST_RPC_MAX_ARGS) return dist__error(DIST_ERR_CORRUPT, "remote call: %u tensors", (unsigned)u);
-  m->ntensors = (int)u;
+  memcpy(counts, p, 8);
+  if (counts[0] > DIST_RPC_MAX_ARGS) return dist__error(DIST_ERR_CORRUPT, "remote call: %u tensors", (unsigned)counts[0]);
+  if (counts[1] > DIST__RPC_EXTRA_MAX) return dist__error(DIST_ERR_CORRUPT, "remote call: %u extra bytes", (unsigned)counts[1]);
+  m->ntensors = (int)counts[0];
   size_t data = 0;
   for (int i = 0; i < m->ntensors && !s; i++) {
     uint32_t d[2];
@@ -139,11 +135,8 @@ dist_status dist__rpc_decode(const void *body, size_t len, dist__rpc_msg *m) {
       return dist__error(DIST_ERR_CORRUPT, "remote call: tensor %d's %zu bytes exceed the message", i, n);
     data += dist__rpc_pad(n);
   }
-  uint64_t x = 0;
-  if ((p = take(&c, 8, 8, "the extra bytes' length", &s))) memcpy(&x, p, 8);
   if (s) return s;
-  if (x > DIST__RPC_EXTRA_MAX) return dist__error(DIST_ERR_CORRUPT, "remote call: %llu extra bytes", (unsigned long long)x);
-  m->extra_len = (size_t)x;
+  m->extra_len = counts[1];
   m->extra = take(&c, m->extra_len, 1, "the extra bytes", &s);
   if (s) return s;
   size_t meta = dist__rpc_pad(c.at);
