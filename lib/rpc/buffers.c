@@ -24,7 +24,14 @@ static size_t capacity(const void *p) {
 
 size_t dist__rpc_buf_capacity(const void *p) { return capacity(p); }
 
+void dist__rpc_buf_destroy_mem(void *p) { free((char *)p - HEAD); }
+
 void *dist__rpc_buf_get(size_t n) {
+  if (n <= DIST__RPC_SMALL) { /* every small buffer has the same capacity: any fits */
+    void *p = dist__rpc_cache_get(DIST__RPC_CACHE_SMALL);
+    if (p) return p;
+    n = DIST__RPC_SMALL;
+  }
   if (n >= KEEP_FROM) { /* the smallest kept buffer that fits, not more than twice too big */
     pthread_mutex_lock(&mu);
     int best = -1;
@@ -46,6 +53,7 @@ void *dist__rpc_buf_get(size_t n) {
 void dist__rpc_buf_put(void *p) {
   if (!p) return;
   size_t c = capacity(p);
+  if (c == DIST__RPC_SMALL && dist__rpc_cache_put(DIST__RPC_CACHE_SMALL, p)) return;
   void *evicted = NULL;
   if (c >= KEEP_FROM) {
     pthread_mutex_lock(&mu);

@@ -130,9 +130,11 @@ static void *progress_main(void *arg) {
       park();
       continue;
     }
-    if (ucp_worker_progress(dist__rpc.worker)) continue;
-    ucs_status_t st = ucp_worker_arm(dist__rpc.worker);
-    if (st == UCS_ERR_BUSY) continue; /* events came meanwhile */
+    dist__rpc_lock();
+    unsigned n = ucp_worker_progress(dist__rpc.worker);
+    ucs_status_t st = n ? UCS_ERR_BUSY : ucp_worker_arm(dist__rpc.worker);
+    dist__rpc_unlock();
+    if (st == UCS_ERR_BUSY) continue; /* progress made, or events came meanwhile */
     struct pollfd pfd = {dist__rpc.efd, POLLIN, 0};
     if (st == UCS_OK) poll(&pfd, 1, 100);
   }
@@ -219,26 +221,16 @@ static dist_status connect_all(void) {
 /* ---- init and shutdown ------------------------------------------------------------ */
 
 static dist_status create_worker(void) {
-  ucp_params_t p = {.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED,
-                    .features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
-                    .mt_workers_shared = 1};
-  /* A multi-threaded worker's lock is a spinlock by default: with callers,
-   * executors and the progress thread contending on few cores, waiters spun
-   * out their time slices (40 % of samples, bench/RESULTS.md "bench/rpc").
-   * A mutex, unless the user chose (UCX_USE_MT_MUTEX). */
-  ucp_config_t *cfg = NULL;
-  ucs_status_t st = ucp_config_read(NULL, NULL, &cfg);
-  if (st != UCS_OK) return dist__rpc_ucx_error(st, "ucp_config_read");
-  if (!getenv("UCX_USE_MT_MUTEX")) (void)ucp_config_modify(cfg, "USE_MT_MUTEX", "y");
-  st = ucp_init(&p, cfg, &dist__rpc.ctx);
-  ucp_config_release(cfg);
+  ucp_params_t p = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP};
+  ucs_status_t st = ucp_init(&p, NULL, &dist__rpc.ctx);
   if (st != UCS_OK) return dist__rpc_ucx_error(st, "ucp_init");
-  ucp_worker_params_t w = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE, .thread_mode = UCS_THREAD_MODE_MULTI};
+  /* Serialized, under distmgr's own lock (wmu), rather than UCX's
+   * multi-threaded worker: its lock on every call cost 0.18 us a raw round
+   * trip, and the threads that wait for a message only try ours
+   * (dist__rpc_try_progress), where they queued for UCX's
+   * (bench/RESULTS.md, "bench/rpc"). */
+  ucp_worker_params_t w = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE, .thread_mode = UCS_THREAD_MODE_SERIALIZED};
   if ((st = ucp_worker_create(dist__rpc.ctx, &w, &dist__rpc.worker)) != UCS_OK) return dist__rpc_ucx_error(st, "ucp_worker_create");
-  ucp_worker_attr_t a = {.field_mask = UCP_WORKER_ATTR_FIELD_THREAD_MODE};
-  if ((st = ucp_worker_query(dist__rpc.worker, &a)) != UCS_OK) return dist__rpc_ucx_error(st, "ucp_worker_query");
-  if (a.thread_mode != UCS_THREAD_MODE_MULTI)
-    return dist__error(DIST_ERR_UNSUPPORTED, "dist_rpc_init: this UCX has no multi-threaded worker (--enable-mt)");
   if ((st = ucp_worker_get_efd(dist__rpc.worker, &dist__rpc.efd)) != UCS_OK) return dist__rpc_ucx_error(st, "ucp_worker_get_efd");
   ucp_am_handler_param_t h = {.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
                                             UCP_AM_HANDLER_PARAM_FIELD_FLAGS,
@@ -282,7 +274,9 @@ static void teardown(void) {
   if (dist__rpc.worker) ucp_worker_destroy(dist__rpc.worker);
   if (dist__rpc.ctx) ucp_cleanup(dist__rpc.ctx);
   dist__rpc_buf_drain();
+  dist__rpc_cache_flush(); /* this thread's; the library's threads flushed theirs on exit */
   pthread_mutex_destroy(&dist__rpc.fmu);
+  pthread_mutex_destroy(&dist__rpc.wmu);
   pthread_mutex_destroy(&dist__rpc.pmu);
   pthread_cond_destroy(&dist__rpc.pcv);
   memset(&dist__rpc, 0, sizeof dist__rpc);
@@ -305,6 +299,11 @@ dist_status dist_rpc_init(void) {
   if (dist__rpc.on) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_rpc_init: remote calls are running already");
   memset(&dist__rpc, 0, sizeof dist__rpc);
   pthread_mutex_init(&dist__rpc.fmu, NULL);
+  pthread_mutexattr_t ma;
+  pthread_mutexattr_init(&ma);
+  pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+  pthread_mutex_init(&dist__rpc.wmu, &ma);
+  pthread_mutexattr_destroy(&ma);
   pthread_mutex_init(&dist__rpc.pmu, NULL);
   pthread_cond_init(&dist__rpc.pcv, NULL);
   DIST_CHECK(dist_manager_rank(&dist__rpc.rank));

@@ -1,6 +1,7 @@
 /* Futures of remote calls: completion, waiting (bounded by DIST_TIMEOUT),
  * callbacks, and the table of calls in flight. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,13 +10,23 @@
 #include "rpc/rpc_internal.h"
 
 dist_future *dist__future_new(void) {
-  dist_future *f = calloc(1, sizeof *f);
-  if (!f) return NULL;
-  pthread_mutex_init(&f->mu, NULL);
-  pthread_cond_init(&f->cv, NULL);
+  dist_future *f = dist__rpc_cache_get(DIST__RPC_CACHE_FUTURE);
+  if (!f) {
+    if (!(f = malloc(sizeof *f))) return NULL;
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_cond_init(&f->cv, NULL);
+  }
+  memset(f, 0, offsetof(dist_future, outs));
+  f->outs.n = 0;
   f->refs = 1;
   f->to = -1;
   return f;
+}
+
+void dist__future_destroy_mem(dist_future *f) {
+  pthread_mutex_destroy(&f->mu);
+  pthread_cond_destroy(&f->cv);
+  free(f);
 }
 
 static void future_destroy(dist_future *f) {
@@ -24,9 +35,7 @@ static void future_destroy(dist_future *f) {
   dist__rpc_outputs_free(&f->outs);
   dist__rpc_buf_put(f->body);
   free(f->msg);
-  pthread_mutex_destroy(&f->mu);
-  pthread_cond_destroy(&f->cv);
-  free(f);
+  if (!dist__rpc_cache_put(DIST__RPC_CACHE_FUTURE, f)) dist__future_destroy_mem(f);
 }
 
 void dist__future_release(dist_future *f) {
@@ -94,7 +103,7 @@ static dist_status wait_done(dist_future *f, const char *what) {
   double t0 = dist__rpc_now_us();
   dist__rpc_poll_begin();
   for (int i = 0; !settled(f); i++) {
-    if (dist__rpc.worker) ucp_worker_progress(dist__rpc.worker);
+    if (dist__rpc.worker) dist__rpc_try_progress();
     if ((i & 15) == 15 && dist__rpc_now_us() - t0 > DIST__RPC_SPIN_US) break;
   }
   int done = settled(f);

@@ -21,22 +21,28 @@
 #define DIST__RPC_PARK_US 1000
 /* Bodies up to this size are packed into one buffer and sent contiguous. */
 #define DIST__RPC_PACK_MAX 4096
+/* Bodies up to this size are packed inside the message itself. */
+#define DIST__RPC_INLINE 256
+/* Buffers (bodies, outputs) up to this size come from the thread's cache. */
+#define DIST__RPC_SMALL 256
 
 /* A message on its way out: it owns its header, meta part and (replies) the
- * output tensors until UCX reports the send complete. */
+ * output tensors until UCX reports the send complete. The fields before
+ * `iov` are zeroed for each message; the rest are set as they are used. */
 typedef struct dist__rpc_out {
   dist__rpc_header h;
-  ucp_dt_iov_t iov[1 + 2 * DIST_RPC_MAX_ARGS]; /* one part: a packed body, sent contiguous */
   size_t niov;
   void *meta; /* the meta part, or the whole body when packed */
   size_t data_bytes; /* the body's bytes after the meta part */
-  void *owned[DIST_RPC_MAX_ARGS]; /* freed with the message */
   int nowned;
   /* A caller waiting for its arguments to be sent (dist__rpc_send, wait=1). */
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
   int waited, done;
   ucs_status_t status;
+  ucp_dt_iov_t iov[1 + 2 * DIST_RPC_MAX_ARGS]; /* one part: a packed body, sent contiguous */
+  void *owned[DIST_RPC_MAX_ARGS]; /* freed with the message */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  _Alignas(64) unsigned char inline_body[DIST__RPC_INLINE]; /* meta, when it fits */
 } dist__rpc_out;
 
 struct dist_rpc_outputs {
@@ -45,18 +51,16 @@ struct dist_rpc_outputs {
   void *mem[DIST_RPC_MAX_ARGS];
 };
 
+/* The fields before `outs` are zeroed for each call (a future is reused,
+ * cache.c); the arrays after are read only up to their counts. */
 struct dist_future {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
   atomic_int done;
   int refs; /* the caller's and the in-flight table's */
   dist_status status;
   char *msg;
-  /* A call's reply body, which its outputs view; a reduced call's outputs. */
+  /* A call's reply body, which its outputs view. */
   void *body;
-  dist_rpc_outputs outs;
   int nout;
-  dist_tensor out[DIST_RPC_MAX_ARGS];
   void (*then)(dist_future *, void *);
   void *then_user;
   int had_then; /* one callback per future, ever */
@@ -68,6 +72,10 @@ struct dist_future {
   int nparts, pending;
   dist_future **parts;
   dist_rpc_reducer reducer;
+  dist_rpc_outputs outs; /* a reduced call's outputs */
+  dist_tensor out[DIST_RPC_MAX_ARGS];
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
 };
 
 typedef struct dist__rpc_fn_entry {
@@ -88,7 +96,8 @@ typedef struct dist__rpc_engine {
   int on, rank, size;
   double timeout;
   ucp_context_h ctx;
-  ucp_worker_h worker;
+  ucp_worker_h worker; /* serialized: every UCX call on it holds wmu */
+  pthread_mutex_t wmu; /* recursive: UCX's callbacks may send */
   ucp_ep_h *ep;
   atomic_int *dead; /* per peer: its endpoint failed */
   int efd;
@@ -125,6 +134,27 @@ double dist__rpc_now_us(void);
 void dist__rpc_poll_begin(void);
 void dist__rpc_poll_end(int blocking);
 void dist__rpc_wake_progress(void);
+/* state.c: the worker's lock, one turn of progress under it, and a turn
+ * only if nobody else holds it (for a thread that waits for a message that
+ * the holder may be handling). Every UCX call on the worker holds it, except
+ * in dist_rpc_init before the threads start and in teardown after they stop. */
+void dist__rpc_lock(void);
+void dist__rpc_unlock(void);
+unsigned dist__rpc_progress(void);
+unsigned dist__rpc_try_progress(void);
+
+/* cache.c: a thread's free lists. get: a kept object or NULL; put: 1 when
+ * kept, 0 when the caller must destroy it. Kept objects are destroyed with
+ * dist__rpc_cache_destroy when their thread exits or flushes. */
+typedef enum { DIST__RPC_CACHE_FUTURE, DIST__RPC_CACHE_OUT, DIST__RPC_CACHE_SMALL, DIST__RPC_CACHE_KINDS } dist__rpc_cache_kind;
+void *dist__rpc_cache_get(dist__rpc_cache_kind k);
+int dist__rpc_cache_put(dist__rpc_cache_kind k, void *p);
+void dist__rpc_cache_flush(void);
+void dist__rpc_cache_destroy(dist__rpc_cache_kind k, void *p);
+/* Their destroyers (future.c, send.c, buffers.c). */
+void dist__future_destroy_mem(dist_future *f);
+void dist__rpc_out_destroy_mem(dist__rpc_out *o);
+void dist__rpc_buf_destroy_mem(void *p);
 
 /* registry.c */
 dist_status dist__rpc_lookup(const char *name, size_t len, dist__rpc_fn_entry *out);

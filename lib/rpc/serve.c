@@ -90,7 +90,7 @@ static void spin_for_work(void) {
   dist__rpc_poll_begin();
   double t0 = dist__rpc_now_us();
   for (int i = 0; !atomic_load(&dist__rpc.qlen) && !dist__rpc.qstop; i++) {
-    ucp_worker_progress(dist__rpc.worker);
+    dist__rpc_try_progress();
     if ((i & 15) == 15 && dist__rpc_now_us() - t0 > DIST__RPC_SPIN_US) break;
   }
   atomic_store(&dist__rpc.qspin, 0);

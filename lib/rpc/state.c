@@ -11,6 +11,23 @@ double dist__rpc_now_us(void) {
   return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
 }
 
+void dist__rpc_lock(void) { pthread_mutex_lock(&dist__rpc.wmu); }
+void dist__rpc_unlock(void) { pthread_mutex_unlock(&dist__rpc.wmu); }
+
+unsigned dist__rpc_progress(void) {
+  dist__rpc_lock();
+  unsigned n = ucp_worker_progress(dist__rpc.worker);
+  dist__rpc_unlock();
+  return n;
+}
+
+unsigned dist__rpc_try_progress(void) {
+  if (pthread_mutex_trylock(&dist__rpc.wmu)) return 0;
+  unsigned n = ucp_worker_progress(dist__rpc.worker);
+  dist__rpc_unlock();
+  return n;
+}
+
 void dist__rpc_poll_begin(void) { atomic_fetch_add(&dist__rpc.pollers, 1); }
 
 void dist__rpc_wake_progress(void) {
