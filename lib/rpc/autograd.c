@@ -80,9 +80,7 @@ void dist__autograd_record(int to, const char *name, const dist_tensor *args, in
   r->opts = dup_bytes(opts, opts_bytes);
   r->opts_bytes = opts_bytes;
   r->f = f;
-  pthread_mutex_lock(&f->mu);
-  f->refs++;
-  pthread_mutex_unlock(&f->mu);
+  atomic_fetch_add(&f->refs, 1);
   c->nrec++;
 }
 

@@ -17,7 +17,7 @@ typedef struct lists {
 
 static pthread_key_t key;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static __thread lists *mine;
+static _Thread_local lists *mine;
 
 static void destroy(void *arg) {
   lists *l = arg;

@@ -1,5 +1,6 @@
 /* The UCX side of remote calls: context, worker and endpoints, the progress
  * thread, the active-message handler; dist_rpc_init and shutdown. */
+#include <errno.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,28 +109,37 @@ static ucs_status_t on_message(void *arg, const void *header, size_t header_leng
  * on its condition variable instead of the fd, which every message that
  * thread handles would fire. A poller that stops to sleep wakes it
  * (dist__rpc_poll_end); one that returns to its caller does not, so a park
- * lasts DIST__RPC_PARK_US at most. */
-static void park(void) {
+ * is bounded: DIST__RPC_PARK_US, doubled up to DIST__RPC_PARK_MAX_US while
+ * each park ends with someone still polling. Each timed wake-up takes a core
+ * from a poller when the cores are all busy (tens of us on 2 cores,
+ * bench/RESULTS.md "bench/rpc"). Returns the next park's length. */
+static long park(long us) {
   struct timespec dl;
   clock_gettime(CLOCK_REALTIME, &dl);
-  dl.tv_nsec += DIST__RPC_PARK_US * 1000L;
+  dl.tv_sec += us / 1000000;
+  dl.tv_nsec += us % 1000000 * 1000L;
   if (dl.tv_nsec >= 1000000000L) dl.tv_sec++, dl.tv_nsec -= 1000000000L;
+  int rc = 0;
   pthread_mutex_lock(&dist__rpc.pmu);
   if (atomic_load(&dist__rpc.pollers) && !atomic_load(&dist__rpc.stop))
-    (void)pthread_cond_timedwait(&dist__rpc.pcv, &dist__rpc.pmu, &dl);
+    rc = pthread_cond_timedwait(&dist__rpc.pcv, &dist__rpc.pmu, &dl);
   pthread_mutex_unlock(&dist__rpc.pmu);
+  if (rc == ETIMEDOUT && atomic_load(&dist__rpc.pollers)) return us * 2 < DIST__RPC_PARK_MAX_US ? us * 2 : DIST__RPC_PARK_MAX_US;
+  return DIST__RPC_PARK_US;
 }
 
 static void *progress_main(void *arg) {
   (void)arg;
   pthread_setname_np(pthread_self(), "dist-rpc-prog"); /* for top and perf */
+  long park_us = DIST__RPC_PARK_US;
   while (!atomic_load(&dist__rpc.stop)) {
     /* Not even one turn on the worker's lock while another thread polls:
      * a contended lock makes its holder wake a waiter on every release. */
     if (atomic_load(&dist__rpc.pollers)) {
-      park();
+      park_us = park(park_us);
       continue;
     }
+    park_us = DIST__RPC_PARK_US;
     dist__rpc_lock();
     unsigned n = ucp_worker_progress(dist__rpc.worker);
     ucs_status_t st = n ? UCS_ERR_BUSY : ucp_worker_arm(dist__rpc.worker);

@@ -18,7 +18,7 @@ dist_future *dist__future_new(void) {
   }
   memset(f, 0, offsetof(dist_future, outs));
   f->outs.n = 0;
-  f->refs = 1;
+  atomic_store(&f->refs, 1);
   f->to = -1;
   return f;
 }
@@ -39,10 +39,7 @@ static void future_destroy(dist_future *f) {
 }
 
 void dist__future_release(dist_future *f) {
-  pthread_mutex_lock(&f->mu);
-  int last = --f->refs == 0;
-  pthread_mutex_unlock(&f->mu);
-  if (last) future_destroy(f);
+  if (atomic_fetch_sub(&f->refs, 1) == 1) future_destroy(f);
 }
 
 void dist_future_free(dist_future *f) {
@@ -76,7 +73,7 @@ void dist__future_complete(dist_future *f, dist_status s, const char *msg, void 
   void (*cb)(dist_future *, void *) = f->then;
   void *user = f->then_user;
   f->then = NULL;
-  if (cb) f->refs++; /* the callback's own hold */
+  if (cb) atomic_fetch_add(&f->refs, 1); /* the callback's own hold */
   /* 1: the result is there and the callback runs; 2: settled, waits return */
   atomic_store(&f->done, cb ? 1 : 2);
   if (!cb) pthread_cond_broadcast(&f->cv);
@@ -206,7 +203,7 @@ dist_future *dist_future_part(const dist_future *f, int i) {
 
 void dist__inflight_add(dist_future *f) {
   pthread_mutex_lock(&dist__rpc.fmu);
-  f->refs++; /* no other thread has f yet */
+  atomic_fetch_add(&f->refs, 1);
   f->next_inflight = dist__rpc.inflight;
   dist__rpc.inflight = f;
   pthread_mutex_unlock(&dist__rpc.fmu);

@@ -216,7 +216,7 @@ dist_status dist_rpc_remote_async(const char *name, const dist_tensor *args, int
   if (!s) {
     whole->reducer = red;
     whole->pending = whole->nparts;
-    whole->refs++; /* the parts' hold, dropped by the last part_done */
+    atomic_fetch_add(&whole->refs, 1); /* the parts' hold, dropped by the last part_done */
     for (int k = 0; k < whole->nparts; k++) dist_future_then(whole->parts[k], part_done, whole);
     *out = whole;
   } else if (whole) {

@@ -7,7 +7,8 @@
 /* A call of `kind` (a function or its VJP). */
 dist_status dist__rpc_call(dist__rpc_kind kind, int to, const char *name, const dist_tensor *args, int nargs,
                            const void *opts, size_t opts_bytes, dist_future **out) {
-  dist__rpc_msg m = {name, strlen(name), nargs, {{0}}, opts, opts_bytes};
+  dist__rpc_msg m;
+  m.name = name, m.name_len = strlen(name), m.ntensors = nargs, m.extra = opts, m.extra_len = opts_bytes;
   if (nargs) memcpy(m.t, args, sizeof *args * (size_t)nargs);
   dist_future *f = dist__future_new();
   if (!f) return dist__error(DIST_ERR_NO_MEMORY, "remote call: a future");

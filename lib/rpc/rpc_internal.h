@@ -19,6 +19,7 @@
  * (engine.c): each end of a park is a thread switch on a core that a poller
  * uses, and a message that comes while nobody polls waits at most this. */
 #define DIST__RPC_PARK_US 1000
+#define DIST__RPC_PARK_MAX_US 4000
 /* Bodies up to this size are packed into one buffer and sent contiguous. */
 #define DIST__RPC_PACK_MAX 4096
 /* Bodies up to this size are packed inside the message itself. */
@@ -55,7 +56,7 @@ struct dist_rpc_outputs {
  * cache.c); the arrays after are read only up to their counts. */
 struct dist_future {
   atomic_int done;
-  int refs; /* the caller's and the in-flight table's */
+  atomic_int refs; /* the caller's, the in-flight table's, a running callback's */
   dist_status status;
   char *msg;
   /* A call's reply body, which its outputs view. */

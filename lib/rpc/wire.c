@@ -91,7 +91,7 @@ static const void *take(cursor *c, size_t n, size_t align, const char *what, dis
 }
 
 dist_status dist__rpc_decode(const void *body, size_t len, dist__rpc_msg *m) {
-  memset(m, 0, sizeof *m);
+  dist__rpc_msg_clear(m);
   cursor c = {NULL, body, 0, len};
   dist_status s = DIST_SUCCESS;
   uint32_t u;

@@ -20,6 +20,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "distmgr/rpc.h"
 
@@ -46,15 +47,19 @@ typedef struct dist__rpc_header {
   uint64_t call_id; /* the caller's, echoed by the reply */
 } dist__rpc_header;
 
-/* A message's parts, as encoded or decoded. Decoded tensors view the body. */
+/* A message's parts, as encoded or decoded. Decoded tensors view the body.
+ * The tensors come last and are read up to ntensors only: clearing a
+ * message (dist__rpc_msg_clear) leaves their 1.4 KB alone, on every call. */
 typedef struct dist__rpc_msg {
   const char *name;
   size_t name_len;
   int ntensors;
-  dist_tensor t[DIST_RPC_MAX_ARGS];
   const void *extra;
   size_t extra_len;
+  dist_tensor t[DIST_RPC_MAX_ARGS];
 } dist__rpc_msg;
+
+static inline void dist__rpc_msg_clear(dist__rpc_msg *m) { memset(m, 0, offsetof(dist__rpc_msg, t)); }
 
 /* The meta part of m (name, descriptors, extra, padding) into buf (cap
  * bytes; NULL to measure): its length in *meta_len, the whole body's in
