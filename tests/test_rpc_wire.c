@@ -293,6 +293,16 @@ static void test_layout(void) {
   ASSERT_OK(dist__rpc_encode_meta(&m, g, meta, &meta, &body));
   CU_ASSERT(!memcmp(g, r.b, meta));
   CU_ASSERT_EQUAL(g[meta], 0xFF); /* nothing past the meta part */
+  /* A buffer one byte short: measured, refused without a message, nothing
+   * written past it (the sender's one-pass encode falls back on this). */
+  size_t meta3 = 0, body3 = 0;
+  memset(g, 0xEE, sizeof g);
+  dist__error_clear();
+  CU_ASSERT_EQUAL(dist__rpc_encode_meta(&m, g, meta - 1, &meta3, &body3), DIST_ERR_BUFFER_TOO_SMALL);
+  CU_ASSERT_EQUAL(meta3, meta);
+  CU_ASSERT_EQUAL(body3, body);
+  CU_ASSERT_EQUAL(g[meta - 1], 0xEE);
+  CU_ASSERT_STRING_EQUAL(dist_last_error(), "");
 
   /* The raw writer's own message decodes (with its data) as the encoder's. */
   unsigned char *b2 = aligned(r.n + 48);

@@ -285,7 +285,6 @@ static void teardown(void) {
   if (dist__rpc.ctx) ucp_cleanup(dist__rpc.ctx);
   dist__rpc_buf_drain();
   dist__rpc_cache_flush(); /* this thread's; the library's threads flushed theirs on exit */
-  pthread_mutex_destroy(&dist__rpc.fmu);
   pthread_mutex_destroy(&dist__rpc.wmu);
   pthread_mutex_destroy(&dist__rpc.pmu);
   pthread_cond_destroy(&dist__rpc.pcv);
@@ -308,7 +307,6 @@ dist_status dist_rpc_init(void) {
   DIST_CHECK(dist__require_initialized("dist_rpc_init"));
   if (dist__rpc.on) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_rpc_init: remote calls are running already");
   memset(&dist__rpc, 0, sizeof dist__rpc);
-  pthread_mutex_init(&dist__rpc.fmu, NULL);
   pthread_mutexattr_t ma;
   pthread_mutexattr_init(&ma);
   pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);

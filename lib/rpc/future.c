@@ -199,34 +199,34 @@ dist_future *dist_future_part(const dist_future *f, int i) {
   return f && i >= 0 && i < f->nparts ? f->parts[i] : NULL;
 }
 
-/* ---- the in-flight table: a list under one lock (calls in flight are few) ---- */
+/* ---- the in-flight table: a list under one spin lock (calls in flight are few) ---- */
 
 void dist__inflight_add(dist_future *f) {
-  pthread_mutex_lock(&dist__rpc.fmu);
+  dist__rpc_spin_lock(&dist__rpc.fmu);
   atomic_fetch_add(&f->refs, 1);
   f->next_inflight = dist__rpc.inflight;
   dist__rpc.inflight = f;
-  pthread_mutex_unlock(&dist__rpc.fmu);
+  dist__rpc_spin_unlock(&dist__rpc.fmu);
 }
 
 dist_future *dist__inflight_take(uint64_t id) {
-  pthread_mutex_lock(&dist__rpc.fmu);
+  dist__rpc_spin_lock(&dist__rpc.fmu);
   dist_future **p = &dist__rpc.inflight;
   while (*p && (*p)->id != id) p = &(*p)->next_inflight;
   dist_future *f = *p;
   if (f) *p = f->next_inflight;
-  pthread_mutex_unlock(&dist__rpc.fmu);
+  dist__rpc_spin_unlock(&dist__rpc.fmu);
   return f;
 }
 
 void dist__inflight_fail(int peer, dist_status s, const char *why) {
   for (;;) {
-    pthread_mutex_lock(&dist__rpc.fmu);
+    dist__rpc_spin_lock(&dist__rpc.fmu);
     dist_future **p = &dist__rpc.inflight;
     while (*p && peer >= 0 && (*p)->to != peer) p = &(*p)->next_inflight;
     dist_future *f = *p;
     if (f) *p = f->next_inflight;
-    pthread_mutex_unlock(&dist__rpc.fmu);
+    dist__rpc_spin_unlock(&dist__rpc.fmu);
     if (!f) return;
     char msg[320];
     snprintf(msg, sizeof msg, "remote call to worker%d: %s", f->to, why);
@@ -237,9 +237,9 @@ void dist__inflight_fail(int peer, dist_status s, const char *why) {
 }
 
 int dist__inflight_count(void) {
-  pthread_mutex_lock(&dist__rpc.fmu);
+  dist__rpc_spin_lock(&dist__rpc.fmu);
   int n = 0;
   for (dist_future *f = dist__rpc.inflight; f; f = f->next_inflight) n++;
-  pthread_mutex_unlock(&dist__rpc.fmu);
+  dist__rpc_spin_unlock(&dist__rpc.fmu);
   return n;
 }

@@ -13,7 +13,7 @@
 #define REGISTRY_MAX 256
 static dist__rpc_fn_entry registry[REGISTRY_MAX];
 static int registered;
-static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int registry_mu; /* a spin lock: every call looks its function up */
 
 static dist_status check_name(const char *name, const char *what) {
   if (!name || !*name) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: no function name", what);
@@ -33,7 +33,7 @@ dist_status dist_rpc_register(const char *name, dist_rpc_fn fn, void *user) {
   DIST_CHECK(check_name(name, "dist_rpc_register"));
   if (!fn) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_rpc_register: '%s' has no function", name);
   dist_status s = DIST_SUCCESS;
-  pthread_mutex_lock(&registry_mu);
+  dist__rpc_spin_lock(&registry_mu);
   if (find(name, strlen(name)) >= 0)
     s = dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_rpc_register: '%s' is registered already", name);
   else if (registered == REGISTRY_MAX)
@@ -46,26 +46,26 @@ dist_status dist_rpc_register(const char *name, dist_rpc_fn fn, void *user) {
     e->user = user;
     registered++;
   }
-  pthread_mutex_unlock(&registry_mu);
+  dist__rpc_spin_unlock(&registry_mu);
   return s;
 }
 
 dist_status dist_rpc_register_vjp(const char *name, dist_rpc_fn vjp, void *user) {
   DIST_CHECK(check_name(name, "dist_rpc_register_vjp"));
   if (!vjp) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_rpc_register_vjp: '%s' has no function", name);
-  pthread_mutex_lock(&registry_mu);
+  dist__rpc_spin_lock(&registry_mu);
   int i = find(name, strlen(name));
   if (i >= 0) registry[i].vjp = vjp, registry[i].vjp_user = user;
-  pthread_mutex_unlock(&registry_mu);
+  dist__rpc_spin_unlock(&registry_mu);
   if (i < 0) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_rpc_register_vjp: register '%s' first", name);
   return DIST_SUCCESS;
 }
 
 dist_status dist__rpc_lookup(const char *name, size_t len, dist__rpc_fn_entry *out) {
-  pthread_mutex_lock(&registry_mu);
+  dist__rpc_spin_lock(&registry_mu);
   int i = find(name, len);
   if (i >= 0) *out = registry[i];
-  pthread_mutex_unlock(&registry_mu);
+  dist__rpc_spin_unlock(&registry_mu);
   if (i < 0) return dist__error(DIST_ERR_INVALID_ARGUMENT, "no function '%.*s' is registered", (int)len, name);
   return DIST_SUCCESS;
 }
@@ -78,10 +78,10 @@ static uint64_t entry_hash(const dist__rpc_fn_entry *e) {
 }
 
 dist_status dist_rpc_check_registry(void) {
-  pthread_mutex_lock(&registry_mu);
+  dist__rpc_spin_lock(&registry_mu);
   int64_t mine[2] = {registered, 0};
   for (int i = 0; i < registered; i++) mine[1] = (int64_t)((uint64_t)mine[1] + entry_hash(&registry[i]));
-  pthread_mutex_unlock(&registry_mu);
+  dist__rpc_spin_unlock(&registry_mu);
   /* The control round on the world compares everyone's (count, names) hash. */
   dist__group *world = NULL;
   int differs = 0, me = 0;

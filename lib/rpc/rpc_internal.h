@@ -4,6 +4,7 @@
 #define DISTMGR_RPC_INTERNAL_H
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <ucp/api/ucp.h>
 
@@ -26,6 +27,20 @@
 #define DIST__RPC_INLINE 256
 /* Buffers (bodies, outputs) up to this size come from the thread's cache. */
 #define DIST__RPC_SMALL 256
+
+/* A lock for the short critical sections that every call passes (the
+ * in-flight table, the registry): a pthread mutex's lock and unlock cost
+ * 40 ns a pair there. It yields now and then: a holder may be preempted. */
+static inline void dist__rpc_spin_lock(atomic_int *l) {
+  for (int i = 0; atomic_exchange_explicit(l, 1, memory_order_acquire);)
+    while (atomic_load_explicit(l, memory_order_relaxed)) {
+      if (++i % 128 == 0) sched_yield();
+#if defined(__x86_64__) || defined(__i386__)
+      else __builtin_ia32_pause();
+#endif
+    }
+}
+static inline void dist__rpc_spin_unlock(atomic_int *l) { atomic_store_explicit(l, 0, memory_order_release); }
 
 /* A message on its way out: it owns its header, meta part and (replies) the
  * output tensors until UCX reports the send complete. The fields before
@@ -118,7 +133,7 @@ typedef struct dist__rpc_engine {
   pthread_mutex_t pmu;
   pthread_cond_t pcv;
   /* calls in flight: made here (futures by id), served here */
-  pthread_mutex_t fmu;
+  atomic_int fmu; /* the in-flight table's spin lock */
   dist_future *inflight;
   atomic_uint_fast64_t next_id;
   atomic_long calls_out, calls_in;
@@ -147,7 +162,13 @@ unsigned dist__rpc_try_progress(void);
 /* cache.c: a thread's free lists. get: a kept object or NULL; put: 1 when
  * kept, 0 when the caller must destroy it. Kept objects are destroyed with
  * dist__rpc_cache_destroy when their thread exits or flushes. */
-typedef enum { DIST__RPC_CACHE_FUTURE, DIST__RPC_CACHE_OUT, DIST__RPC_CACHE_SMALL, DIST__RPC_CACHE_KINDS } dist__rpc_cache_kind;
+typedef enum {
+  DIST__RPC_CACHE_FUTURE,
+  DIST__RPC_CACHE_OUT,
+  DIST__RPC_CACHE_SMALL,
+  DIST__RPC_CACHE_JOB, /* plain malloc'd: destroyed with free */
+  DIST__RPC_CACHE_KINDS
+} dist__rpc_cache_kind;
 void *dist__rpc_cache_get(dist__rpc_cache_kind k);
 int dist__rpc_cache_put(dist__rpc_cache_kind k, void *p);
 void dist__rpc_cache_flush(void);

@@ -46,20 +46,27 @@ static const unsigned char zeros[DIST__RPC_ALIGN];
 
 dist_status dist__rpc_out_new(dist__rpc_kind kind, uint64_t id, dist_status status, const dist__rpc_msg *m,
                               dist__rpc_out **out) {
+  dist__rpc_out *o = out_get();
+  if (!o) return dist__error(DIST_ERR_NO_MEMORY, "remote call: a message");
+  /* The meta part straight into the message's own buffer, measured first
+   * only when it does not fit there. */
   size_t meta_len, body_len;
-  DIST_CHECK(dist__rpc_encode_meta(m, NULL, 0, &meta_len, &body_len));
+  dist_status s = dist__rpc_encode_meta(m, o->inline_body, DIST__RPC_INLINE, &meta_len, &body_len);
+  if (s && s != DIST_ERR_BUFFER_TOO_SMALL) return dist__rpc_out_free(o), s;
   /* A small body goes out packed in one buffer: UCX's contiguous send is
    * 0.2 us faster a round trip than its iov send (bench/RESULTS.md). */
   int packed = body_len <= DIST__RPC_PACK_MAX;
   size_t cap = packed ? body_len : meta_len;
-  dist__rpc_out *o = out_get();
-  if (o) o->meta = cap <= DIST__RPC_INLINE ? o->inline_body : dist__rpc_alloc(cap);
-  if (!o || !o->meta) {
-    if (o) dist__rpc_out_free(o);
-    return dist__error(DIST_ERR_NO_MEMORY, "remote call: a message of %zu bytes", cap);
+  o->meta = o->inline_body;
+  if (cap > DIST__RPC_INLINE) {
+    if (!(o->meta = dist__rpc_alloc(cap))) {
+      o->meta = o->inline_body;
+      dist__rpc_out_free(o);
+      return dist__error(DIST_ERR_NO_MEMORY, "remote call: a message of %zu bytes", cap);
+    }
+    if (!s) memcpy(o->meta, o->inline_body, meta_len);
+    else if ((s = dist__rpc_encode_meta(m, o->meta, meta_len, &meta_len, &body_len))) return dist__rpc_out_free(o), s;
   }
-  dist_status s = dist__rpc_encode_meta(m, o->meta, meta_len, &meta_len, &body_len);
-  if (s) return dist__rpc_out_free(o), s;
   o->h = (dist__rpc_header){.magic = DIST__RPC_MAGIC, .version = DIST__RPC_VERSION, .kind = (uint8_t)kind,
                             .call_id = id};
   if (kind == DIST__RPC_REPLY) o->h.status = status;

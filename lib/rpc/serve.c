@@ -59,7 +59,7 @@ static void serve(dist__rpc_job *j) {
   if (o && j->h.caller >= 0 && j->h.caller < dist__rpc.size) dist__rpc_send(j->h.caller, o, 0);
   else dist__rpc_out_free(o);
   dist__rpc_buf_put(j->body);
-  free(j);
+  if (!dist__rpc_cache_put(DIST__RPC_CACHE_JOB, j)) free(j);
   atomic_fetch_sub(&dist__rpc.calls_in, 1);
 }
 
@@ -69,7 +69,8 @@ static _Thread_local int polling;
 static _Thread_local dist__rpc_job *handed;
 
 void dist__rpc_enqueue(const dist__rpc_header *h, void *body, size_t len) {
-  dist__rpc_job *j = malloc(sizeof *j);
+  dist__rpc_job *j = dist__rpc_cache_get(DIST__RPC_CACHE_JOB);
+  if (!j) j = malloc(sizeof *j);
   if (!j) {
     dist__rpc_buf_put(body);
     atomic_fetch_sub(&dist__rpc.calls_in, 1);

@@ -55,12 +55,10 @@ dist_status dist__rpc_encode_meta(const dist__rpc_msg *m, void *buf, size_t cap,
   }
   put(&c, m->extra, m->extra_len);
   size_t meta = dist__rpc_pad(c.at);
-  if (buf) {
-    if (meta > cap) return dist__error(DIST_ERR_INTERNAL, "remote call: meta part of %zu bytes in %zu", meta, cap);
-    memset((unsigned char *)buf + c.at, 0, meta - c.at);
-  }
   *meta_len = meta;
   *body_len = meta + data;
+  if (buf && meta > cap) return DIST_ERR_BUFFER_TOO_SMALL; /* measured: the caller retries */
+  if (buf) memset((unsigned char *)buf + c.at, 0, meta - c.at);
   return DIST_SUCCESS;
 }
 

@@ -64,7 +64,9 @@ static inline void dist__rpc_msg_clear(dist__rpc_msg *m) { memset(m, 0, offsetof
 /* The meta part of m (name, descriptors, extra, padding) into buf (cap
  * bytes; NULL to measure): its length in *meta_len, the whole body's in
  * *body_len. DIST_ERR_INVALID_ARGUMENT names what does not fit a message;
- * DIST_ERR_INTERNAL: a buffer smaller than the measured meta part. */
+ * DIST_ERR_BUFFER_TOO_SMALL, with no message and the lengths measured: buf
+ * is smaller than the meta part (try a buffer first, measure only if it
+ * does not fit: one pass for most messages). */
 dist_status dist__rpc_encode_meta(const dist__rpc_msg *m, void *buf, size_t cap, size_t *meta_len,
                                   size_t *body_len);
 
