@@ -1,8 +1,11 @@
 /* bench/rpc: round trips of dist_rpc_call_sync against UCX itself and
  * against torch.distributed.rpc.rpc_sync (TensorPipe), side by side in one run.
  *
- *   raw UCX   its own ucp context and worker (UCP_FEATURE_AM, one thread,
- *             busy-polling ucp_worker_progress on both sides): rank 0 sends
+ *   raw UCX   its own ucp context and a worker per endpoint (UCP_FEATURE_AM,
+ *             one thread, busy-polling ucp_worker_progress on both sides; a
+ *             worker of its own for each: a TCP endpoint on the worker made
+ *             every progress of the shared-memory one poll TCP too, 0.55 ->
+ *             0.8 us a round trip, bench/RESULTS.md): rank 0 sends
  *             N bytes as an active message, rank 1 receives them into a
  *             buffer (ucp_am_recv_data_nbx for rendezvous) and sends the
  *             same N bytes back, over an endpoint with peer failure
@@ -105,14 +108,15 @@ static void fill(unsigned char *p, long long n, int seed) {
 
 enum { AM_PING = 1, AM_PONG = 2, AM_STOP = 3 };
 
-/* Two endpoints to the other rank: ep[EP_PEER] with peer failure detection
- * (UCP_ERR_HANDLING_MODE_PEER, as distmgr's), ep[EP_DEFAULT] without (UCX's
- * default: in UCX 1.13 only this one may use shared memory). */
+/* Two endpoints to the other rank, each on a worker of its own: ep[EP_PEER]
+ * with peer failure detection (UCP_ERR_HANDLING_MODE_PEER, as distmgr's to
+ * other nodes), ep[EP_DEFAULT] without (UCX's default: in UCX 1.13 only this
+ * one may use shared memory, as distmgr's on one node). */
 enum { EP_PEER, EP_DEFAULT, NEPS };
 
 typedef struct raw {
   ucp_context_h ctx;
-  ucp_worker_h worker;
+  ucp_worker_h worker[NEPS];
   ucp_ep_h ep[NEPS];
   unsigned char *buf; /* rank 1: what is echoed; rank 0: the answer */
   size_t len;
@@ -142,7 +146,7 @@ static ucs_status_t raw_on_data(void *arg, const void *header, size_t header_len
     return UCS_OK;
   }
   ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK, .cb.recv_am = raw_data_done};
-  ucs_status_ptr_t r = ucp_am_recv_data_nbx(R.worker, data, R.buf, length, &rp);
+  ucs_status_ptr_t r = ucp_am_recv_data_nbx(R.worker[R.from], data, R.buf, length, &rp);
   if (UCS_PTR_IS_ERR(r)) check_ucx(UCS_PTR_STATUS(r), "ucp_am_recv_data_nbx");
   if (r == NULL) R.arrived = 1; /* completed in place: no callback */
   return UCS_OK;
@@ -163,42 +167,41 @@ static void raw_handler(unsigned id, int ep, ucp_am_recv_callback_t cb) {
                               .cb = cb,
                               .arg = (void *)(intptr_t)ep,
                               .flags = UCP_AM_FLAG_WHOLE_MSG};
-  check_ucx(ucp_worker_set_am_recv_handler(R.worker, &h), "ucp_worker_set_am_recv_handler");
+  check_ucx(ucp_worker_set_am_recv_handler(R.worker[ep], &h), "ucp_worker_set_am_recv_handler");
 }
 
-/* A context, a single-threaded worker, addresses through MPI_Allgather, an
- * endpoint to the other rank. */
-static void raw_init(long long max_bytes) {
-  ucp_params_t p = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_AM};
-  check_ucx(ucp_init(&p, NULL, &R.ctx), "ucp_init");
+/* Endpoint e: its single-threaded worker, the workers' addresses through
+ * MPI_Allgather, the endpoint to the other rank. */
+static void raw_connect(int e) {
   ucp_worker_params_t w = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE, .thread_mode = UCS_THREAD_MODE_SINGLE};
-  check_ucx(ucp_worker_create(R.ctx, &w, &R.worker), "ucp_worker_create");
-  for (int e = 0; e < NEPS; e++) {
-    raw_handler(AM_PING, e, raw_on_data);
-    raw_handler(AM_PONG, e, raw_on_data);
-  }
-  raw_handler(AM_STOP, EP_PEER, raw_on_stop);
-  if (!(R.buf = malloc((size_t)max_bytes))) die("malloc", "out of memory");
-  memset(R.buf, 0, (size_t)max_bytes);
-
+  check_ucx(ucp_worker_create(R.ctx, &w, &R.worker[e]), "ucp_worker_create");
+  raw_handler(AM_PING, e, raw_on_data);
+  raw_handler(AM_PONG, e, raw_on_data);
+  raw_handler(AM_STOP, e, raw_on_stop);
   ucp_address_t *addr;
   size_t len;
-  check_ucx(ucp_worker_get_address(R.worker, &addr, &len), "ucp_worker_get_address");
+  check_ucx(ucp_worker_get_address(R.worker[e], &addr, &len), "ucp_worker_get_address");
   long long mine = (long long)len, most = 0;
   MPI_Allreduce(&mine, &most, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
   unsigned char *in = calloc(1, (size_t)most), *all = calloc(2, (size_t)most);
   if (!in || !all) die("malloc", "out of memory");
   memcpy(in, addr, len);
-  ucp_worker_release_address(R.worker, addr);
+  ucp_worker_release_address(R.worker[e], addr);
   if (MPI_Allgather(in, (int)most, MPI_BYTE, all, (int)most, MPI_BYTE, MPI_COMM_WORLD) != MPI_SUCCESS)
     die("MPI_Allgather", "worker addresses");
-  for (int e = 0; e < NEPS; e++) {
-    ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
-                          .address = (const ucp_address_t *)(all + (size_t)(1 - my_rank) * (size_t)most),
-                          .err_mode = e == EP_PEER ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE};
-    check_ucx(ucp_ep_create(R.worker, &ep, &R.ep[e]), "ucp_ep_create");
-  }
+  ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
+                        .address = (const ucp_address_t *)(all + (size_t)(1 - my_rank) * (size_t)most),
+                        .err_mode = e == EP_PEER ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE};
+  check_ucx(ucp_ep_create(R.worker[e], &ep, &R.ep[e]), "ucp_ep_create");
   free(in), free(all);
+}
+
+static void raw_init(long long max_bytes) {
+  ucp_params_t p = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_AM};
+  check_ucx(ucp_init(&p, NULL, &R.ctx), "ucp_init");
+  if (!(R.buf = malloc((size_t)max_bytes))) die("malloc", "out of memory");
+  memset(R.buf, 0, (size_t)max_bytes);
+  for (int e = 0; e < NEPS; e++) raw_connect(e);
 }
 
 /* The transports of endpoint e as "tcp/lo.0 cma/memory.0" (ucp_ep_print_info's lanes). */
@@ -228,11 +231,11 @@ static void raw_fini(void) {
     ucs_status_ptr_t q = ucp_ep_close_nbx(R.ep[e], &p);
     if (q && !UCS_PTR_IS_ERR(q)) {
       double t0 = bench_now();
-      while (ucp_request_check_status(q) == UCS_INPROGRESS && bench_now() - t0 < 2) ucp_worker_progress(R.worker);
+      while (ucp_request_check_status(q) == UCS_INPROGRESS && bench_now() - t0 < 2) ucp_worker_progress(R.worker[e]);
       ucp_request_free(q);
     }
+    ucp_worker_destroy(R.worker[e]);
   }
-  ucp_worker_destroy(R.worker);
   ucp_cleanup(R.ctx);
   free(R.buf);
 }
@@ -243,7 +246,7 @@ static void raw_send(int e, unsigned id, const void *buf, size_t n) {
   ucs_status_ptr_t r = ucp_am_send_nbx(R.ep[e], id + 8 * (unsigned)e, NULL, 0, buf, n, &p);
   if (UCS_PTR_IS_ERR(r)) check_ucx(UCS_PTR_STATUS(r), "ucp_am_send_nbx");
   if (!r) return;
-  while (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_worker_progress(R.worker);
+  while (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_worker_progress(R.worker[e]);
   check_ucx(ucp_request_check_status(r), "ucp_am_send_nbx completion");
   ucp_request_free(r);
 }
@@ -252,14 +255,14 @@ static void raw_send(int e, unsigned id, const void *buf, size_t n) {
 static void raw_round_trip(int e, const unsigned char *out, size_t n) {
   R.arrived = 0;
   raw_send(e, AM_PING, out, n);
-  while (!R.arrived) ucp_worker_progress(R.worker);
+  while (!R.arrived) ucp_worker_progress(R.worker[e]);
 }
 
-/* Rank 1: echo every ping until rank 0 says stop. */
-static void raw_serve(void) {
+/* Rank 1: echo every ping over endpoint e until rank 0 says stop. */
+static void raw_serve(int e) {
   R.stop = 0;
   for (;;) {
-    ucp_worker_progress(R.worker);
+    ucp_worker_progress(R.worker[e]);
     if (R.arrived) {
       R.arrived = 0;
       raw_send(R.from, AM_PONG, R.buf, R.len);
@@ -353,7 +356,7 @@ static double block_n(bench *b, int k, int iters) {
   MPI_Barrier(MPI_COMM_WORLD);
   if (my_rank == 1) {
     if (k == V_DIST) dist_serve();
-    else raw_serve();
+    else raw_serve(k == V_RAW ? EP_PEER : EP_DEFAULT);
     return 0;
   }
   double t0 = bench_now();
@@ -362,7 +365,7 @@ static double block_n(bench *b, int k, int iters) {
     else raw_round_trip(k == V_RAW ? EP_PEER : EP_DEFAULT, b->out, b->n);
   double us = (bench_now() - t0) / iters * 1e6;
   if (k != V_DIST) {
-    raw_send(EP_PEER, AM_STOP, NULL, 0);
+    raw_send(k == V_RAW ? EP_PEER : EP_DEFAULT, AM_STOP, NULL, 0);
   } else {
     dist_future *f = NULL;
     check_dist(dist_rpc_call_sync(1, "stop", NULL, 0, NULL, 0, &f), "dist_rpc_call_sync(stop)");
@@ -386,7 +389,7 @@ static void verify(bench *b, unsigned char *back) {
       memset(R.buf, 0xee, b->n);
       raw_round_trip(k == V_RAW ? EP_PEER : EP_DEFAULT, b->out, b->n);
       memcpy(back, R.buf, b->n);
-      raw_send(EP_PEER, AM_STOP, NULL, 0);
+      raw_send(k == V_RAW ? EP_PEER : EP_DEFAULT, AM_STOP, NULL, 0);
     } else {
       dist_round_trip(b->out, b->n, back);
       dist_future *f = NULL;
@@ -406,7 +409,7 @@ static void verify_serve(void) {
   for (int k = 0; k < NV; k++) {
     MPI_Barrier(MPI_COMM_WORLD);
     if (k == V_DIST) dist_serve();
-    else raw_serve();
+    else raw_serve(k == V_RAW ? EP_PEER : EP_DEFAULT);
   }
 }
 

@@ -1,7 +1,9 @@
-/* Message bodies and output tensors. Large ones are kept for reuse: a fresh
- * buffer above glibc's mmap threshold is mapped and faulted in page by page
- * on every call (three such buffers per large round trip), which held a
- * 64 MiB echo to a quarter of the transport's rate. */
+/* Message bodies and output tensors, 64-byte aligned. Up to 4 KiB they come
+ * in two sizes from the thread's cache (cache.c): posix_memalign is one of
+ * glibc's slow paths, paid several times a call. Large ones are kept for
+ * reuse: a fresh buffer above glibc's mmap threshold is mapped and faulted in
+ * page by page on every call (three such buffers per large round trip),
+ * which held a 64 MiB echo to a quarter of the transport's rate. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,10 +29,11 @@ size_t dist__rpc_buf_capacity(const void *p) { return capacity(p); }
 void dist__rpc_buf_destroy_mem(void *p) { free((char *)p - HEAD); }
 
 void *dist__rpc_buf_get(size_t n) {
-  if (n <= DIST__RPC_SMALL) { /* every small buffer has the same capacity: any fits */
-    void *p = dist__rpc_cache_get(DIST__RPC_CACHE_SMALL);
+  if (n <= DIST__RPC_MEDIUM) { /* every buffer of a class has its capacity: any fits */
+    int small = n <= DIST__RPC_SMALL;
+    void *p = dist__rpc_cache_get(small ? DIST__RPC_CACHE_SMALL : DIST__RPC_CACHE_MEDIUM);
     if (p) return p;
-    n = DIST__RPC_SMALL;
+    n = small ? DIST__RPC_SMALL : DIST__RPC_MEDIUM;
   }
   if (n >= KEEP_FROM) { /* the smallest kept buffer that fits, not more than twice too big */
     pthread_mutex_lock(&mu);
@@ -54,6 +57,7 @@ void dist__rpc_buf_put(void *p) {
   if (!p) return;
   size_t c = capacity(p);
   if (c == DIST__RPC_SMALL && dist__rpc_cache_put(DIST__RPC_CACHE_SMALL, p)) return;
+  if (c == DIST__RPC_MEDIUM && dist__rpc_cache_put(DIST__RPC_CACHE_MEDIUM, p)) return;
   void *evicted = NULL;
   if (c >= KEEP_FROM) {
     pthread_mutex_lock(&mu);

@@ -57,7 +57,7 @@ int dist__rpc_cache_put(dist__rpc_cache_kind k, void *p) {
 void dist__rpc_cache_destroy(dist__rpc_cache_kind k, void *p) {
   if (k == DIST__RPC_CACHE_FUTURE) dist__future_destroy_mem(p);
   else if (k == DIST__RPC_CACHE_OUT) dist__rpc_out_destroy_mem(p);
-  else if (k == DIST__RPC_CACHE_SMALL) dist__rpc_buf_destroy_mem(p);
+  else if (k == DIST__RPC_CACHE_SMALL || k == DIST__RPC_CACHE_MEDIUM) dist__rpc_buf_destroy_mem(p);
   else free(p);
 }
 

@@ -25,8 +25,10 @@
 #define DIST__RPC_PACK_MAX 4096
 /* Bodies up to this size are packed inside the message itself. */
 #define DIST__RPC_INLINE 256
-/* Buffers (bodies, outputs) up to this size come from the thread's cache. */
+/* Buffers (bodies, outputs) up to these sizes come from the thread's cache,
+ * in two classes (an 8-byte answer held by a future takes 256 bytes). */
 #define DIST__RPC_SMALL 256
+#define DIST__RPC_MEDIUM 4096
 
 /* A lock for the short critical sections that every call passes (the
  * in-flight table, the registry): a pthread mutex's lock and unlock cost
@@ -166,6 +168,7 @@ typedef enum {
   DIST__RPC_CACHE_FUTURE,
   DIST__RPC_CACHE_OUT,
   DIST__RPC_CACHE_SMALL,
+  DIST__RPC_CACHE_MEDIUM,
   DIST__RPC_CACHE_JOB, /* plain malloc'd: destroyed with free */
   DIST__RPC_CACHE_KINDS
 } dist__rpc_cache_kind;
@@ -192,9 +195,8 @@ void dist__rpc_buf_drain(void);
 /* The bytes a buffer of dist__rpc_buf_get can hold (a kept one: more than asked). */
 size_t dist__rpc_buf_capacity(const void *p);
 
-/* send.c: UCX's status as a distmgr error; 64-byte aligned memory. */
+/* send.c: UCX's status as a distmgr error. */
 dist_status dist__rpc_ucx_error(ucs_status_t st, const char *what);
-void *dist__rpc_alloc(size_t n);
 
 /* send.c: sends header + meta + tensors (and frees `o` when done). With
  * wait, returns only once the tensors' memory may be reused. */

@@ -12,11 +12,6 @@ dist_status dist__rpc_ucx_error(ucs_status_t st, const char *what) {
   return dist__error(DIST_ERR_IO, "UCX %s: %s", what, ucs_status_string(st));
 }
 
-void *dist__rpc_alloc(size_t n) {
-  void *p = NULL;
-  return posix_memalign(&p, 64, n ? n : 1) ? NULL : p;
-}
-
 void dist__rpc_out_destroy_mem(dist__rpc_out *o) {
   pthread_mutex_destroy(&o->mu);
   pthread_cond_destroy(&o->cv);
@@ -26,7 +21,7 @@ void dist__rpc_out_destroy_mem(dist__rpc_out *o) {
 void dist__rpc_out_free(dist__rpc_out *o) {
   if (!o) return;
   for (int i = 0; i < o->nowned; i++) dist__rpc_buf_put(o->owned[i]);
-  if (o->meta != o->inline_body) free(o->meta);
+  if (o->meta != o->inline_body) dist__rpc_buf_put(o->meta);
   if (!dist__rpc_cache_put(DIST__RPC_CACHE_OUT, o)) dist__rpc_out_destroy_mem(o);
 }
 
@@ -59,7 +54,7 @@ dist_status dist__rpc_out_new(dist__rpc_kind kind, uint64_t id, dist_status stat
   size_t cap = packed ? body_len : meta_len;
   o->meta = o->inline_body;
   if (cap > DIST__RPC_INLINE) {
-    if (!(o->meta = dist__rpc_alloc(cap))) {
+    if (!(o->meta = dist__rpc_buf_get(cap))) {
       o->meta = o->inline_body;
       dist__rpc_out_free(o);
       return dist__error(DIST_ERR_NO_MEMORY, "remote call: a message of %zu bytes", cap);
