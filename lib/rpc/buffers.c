@@ -26,7 +26,7 @@ static size_t capacity(const void *p) {
 
 size_t dist__rpc_buf_capacity(const void *p) { return capacity(p); }
 
-void dist__rpc_buf_destroy_mem(void *p) { free((char *)p - HEAD); }
+static void destroy(void *p) { free((char *)p - HEAD); }
 
 void *dist__rpc_buf_get(size_t n) {
   if (n <= DIST__RPC_MEDIUM) { /* every buffer of a class has its capacity: any fits */
@@ -56,8 +56,8 @@ void *dist__rpc_buf_get(size_t n) {
 void dist__rpc_buf_put(void *p) {
   if (!p) return;
   size_t c = capacity(p);
-  if (c == DIST__RPC_SMALL && dist__rpc_cache_put(DIST__RPC_CACHE_SMALL, p)) return;
-  if (c == DIST__RPC_MEDIUM && dist__rpc_cache_put(DIST__RPC_CACHE_MEDIUM, p)) return;
+  if (c == DIST__RPC_SMALL && dist__rpc_cache_put(DIST__RPC_CACHE_SMALL, p, destroy)) return;
+  if (c == DIST__RPC_MEDIUM && dist__rpc_cache_put(DIST__RPC_CACHE_MEDIUM, p, destroy)) return;
   void *evicted = NULL;
   if (c >= KEEP_FROM) {
     pthread_mutex_lock(&mu);

@@ -13,6 +13,7 @@
 typedef struct lists {
   void *obj[DIST__RPC_CACHE_KINDS][KEEP];
   int n[DIST__RPC_CACHE_KINDS];
+  void (*destroy[DIST__RPC_CACHE_KINDS])(void *);
 } lists;
 
 static pthread_key_t key;
@@ -22,7 +23,7 @@ static _Thread_local lists *mine;
 static void destroy(void *arg) {
   lists *l = arg;
   for (int k = 0; k < DIST__RPC_CACHE_KINDS; k++)
-    for (int i = 0; i < l->n[k]; i++) dist__rpc_cache_destroy(k, l->obj[k][i]);
+    for (int i = 0; i < l->n[k]; i++) l->destroy[k](l->obj[k][i]);
   free(l);
 }
 
@@ -47,25 +48,19 @@ void *dist__rpc_cache_get(dist__rpc_cache_kind k) {
   return l && l->n[k] ? l->obj[k][--l->n[k]] : NULL;
 }
 
-int dist__rpc_cache_put(dist__rpc_cache_kind k, void *p) {
+int dist__rpc_cache_put(dist__rpc_cache_kind k, void *p, void (*destroy)(void *)) {
   lists *l = get_lists();
   if (!l || l->n[k] == KEEP) return 0;
+  l->destroy[k] = destroy;
   l->obj[k][l->n[k]++] = p;
   return 1;
-}
-
-void dist__rpc_cache_destroy(dist__rpc_cache_kind k, void *p) {
-  if (k == DIST__RPC_CACHE_FUTURE) dist__future_destroy_mem(p);
-  else if (k == DIST__RPC_CACHE_OUT) dist__rpc_out_destroy_mem(p);
-  else if (k == DIST__RPC_CACHE_SMALL || k == DIST__RPC_CACHE_MEDIUM) dist__rpc_buf_destroy_mem(p);
-  else free(p);
 }
 
 void dist__rpc_cache_flush(void) {
   lists *l = mine;
   if (!l) return;
   for (int k = 0; k < DIST__RPC_CACHE_KINDS; k++) {
-    for (int i = 0; i < l->n[k]; i++) dist__rpc_cache_destroy(k, l->obj[k][i]);
+    for (int i = 0; i < l->n[k]; i++) l->destroy[k](l->obj[k][i]);
     l->n[k] = 0;
   }
 }

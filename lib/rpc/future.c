@@ -23,7 +23,8 @@ dist_future *dist__future_new(void) {
   return f;
 }
 
-void dist__future_destroy_mem(dist_future *f) {
+static void destroy_mem(void *p) {
+  dist_future *f = p;
   pthread_mutex_destroy(&f->mu);
   pthread_cond_destroy(&f->cv);
   free(f);
@@ -35,7 +36,7 @@ static void future_destroy(dist_future *f) {
   dist__rpc_outputs_free(&f->outs);
   dist__rpc_buf_put(f->body);
   free(f->msg);
-  if (!dist__rpc_cache_put(DIST__RPC_CACHE_FUTURE, f)) dist__future_destroy_mem(f);
+  if (!dist__rpc_cache_put(DIST__RPC_CACHE_FUTURE, f, destroy_mem)) destroy_mem(f);
 }
 
 void dist__future_release(dist_future *f) {

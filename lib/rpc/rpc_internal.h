@@ -162,24 +162,20 @@ unsigned dist__rpc_progress(void);
 unsigned dist__rpc_try_progress(void);
 
 /* cache.c: a thread's free lists. get: a kept object or NULL; put: 1 when
- * kept, 0 when the caller must destroy it. Kept objects are destroyed with
- * dist__rpc_cache_destroy when their thread exits or flushes. */
+ * kept, 0 when the caller must destroy it itself. Kept objects are destroyed
+ * with the `destroy` they were put with when their thread exits or flushes
+ * (passed in, so that cache.c calls no file that calls it). */
 typedef enum {
   DIST__RPC_CACHE_FUTURE,
   DIST__RPC_CACHE_OUT,
   DIST__RPC_CACHE_SMALL,
   DIST__RPC_CACHE_MEDIUM,
-  DIST__RPC_CACHE_JOB, /* plain malloc'd: destroyed with free */
+  DIST__RPC_CACHE_JOB,
   DIST__RPC_CACHE_KINDS
 } dist__rpc_cache_kind;
 void *dist__rpc_cache_get(dist__rpc_cache_kind k);
-int dist__rpc_cache_put(dist__rpc_cache_kind k, void *p);
+int dist__rpc_cache_put(dist__rpc_cache_kind k, void *p, void (*destroy)(void *));
 void dist__rpc_cache_flush(void);
-void dist__rpc_cache_destroy(dist__rpc_cache_kind k, void *p);
-/* Their destroyers (future.c, send.c, buffers.c). */
-void dist__future_destroy_mem(dist_future *f);
-void dist__rpc_out_destroy_mem(dist__rpc_out *o);
-void dist__rpc_buf_destroy_mem(void *p);
 
 /* registry.c */
 dist_status dist__rpc_lookup(const char *name, size_t len, dist__rpc_fn_entry *out);

@@ -12,7 +12,8 @@ dist_status dist__rpc_ucx_error(ucs_status_t st, const char *what) {
   return dist__error(DIST_ERR_IO, "UCX %s: %s", what, ucs_status_string(st));
 }
 
-void dist__rpc_out_destroy_mem(dist__rpc_out *o) {
+static void destroy_mem(void *p) {
+  dist__rpc_out *o = p;
   pthread_mutex_destroy(&o->mu);
   pthread_cond_destroy(&o->cv);
   free(o);
@@ -22,7 +23,7 @@ void dist__rpc_out_free(dist__rpc_out *o) {
   if (!o) return;
   for (int i = 0; i < o->nowned; i++) dist__rpc_buf_put(o->owned[i]);
   if (o->meta != o->inline_body) dist__rpc_buf_put(o->meta);
-  if (!dist__rpc_cache_put(DIST__RPC_CACHE_OUT, o)) dist__rpc_out_destroy_mem(o);
+  if (!dist__rpc_cache_put(DIST__RPC_CACHE_OUT, o, destroy_mem)) destroy_mem(o);
 }
 
 /* A message, reused from this thread's cache when it has one. */

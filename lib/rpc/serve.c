@@ -59,7 +59,7 @@ static void serve(dist__rpc_job *j) {
   if (o && j->h.caller >= 0 && j->h.caller < dist__rpc.size) dist__rpc_send(j->h.caller, o, 0);
   else dist__rpc_out_free(o);
   dist__rpc_buf_put(j->body);
-  if (!dist__rpc_cache_put(DIST__RPC_CACHE_JOB, j)) free(j);
+  if (!dist__rpc_cache_put(DIST__RPC_CACHE_JOB, j, free)) free(j);
   atomic_fetch_sub(&dist__rpc.calls_in, 1);
 }
 
