@@ -325,6 +325,55 @@ static void test_futures(void) {
   dist_future_free(NULL);
 }
 
+/* A then-callback chains a call with a 1 MiB argument (its bytes are copied:
+ * the callback cannot wait for UCX to read them) and may not wait in it. */
+typedef struct chain {
+  double *big;
+  dist_future *next;
+  dist_status made, waited;
+  atomic_int registered, at_once; /* the callback ran inside dist_future_then */
+} chain;
+
+static void chain_cb(dist_future *f, void *user) {
+  chain *c = user;
+  (void)f;
+  atomic_store(&c->at_once, !atomic_load(&c->registered));
+  int64_t n = 1 << 17; /* 1 MiB of doubles */
+  dist_tensor a = vec(c->big, &n);
+  double s = 3;
+  c->made = dist_rpc_call_async((R + 1) % W, "scale", &a, 1, &s, sizeof s, &c->next);
+  c->waited = c->next ? dist_future_wait(c->next) : DIST_SUCCESS;
+}
+
+static void test_then_chain(void) {
+  double x = 1, s = 2;
+  int64_t one = 1;
+  dist_tensor a = vec(&x, &one);
+  chain c = {malloc(sizeof(double) << 17), NULL, -1, -1, 0, 0};
+  CU_ASSERT_PTR_NOT_NULL_FATAL(c.big);
+  for (int i = 0; i < 1 << 17; i++) c.big[i] = i;
+  dist_future *f = NULL;
+  OK(dist_rpc_call_async((R + 1) % W, "scale", &a, 1, &s, sizeof s, &f));
+  OK(dist_future_then(f, chain_cb, &c));
+  atomic_store(&c.registered, 1);
+  OK(dist_future_wait(f)); /* returns after the callback ran */
+  CU_ASSERT_EQUAL(c.made, DIST_SUCCESS);
+  /* Waiting there is refused: the completion that ran it holds the worker
+   * (unless f had completed before the callback was set: it ran at once). */
+  CU_ASSERT(c.waited == DIST_ERR_INVALID_ARGUMENT || atomic_load(&c.at_once));
+  memset(c.big, 0, sizeof(double) << 17); /* the chained call sent a copy */
+  if (c.next) {
+    OK(dist_future_wait(c.next));
+    const double *y = dist_future_output(c.next, 0)->data;
+    int bad = 0; /* "scale" answers x * s + caller rank (test_nested) */
+    for (int i = 0; i < 1 << 17; i++) bad += y[i] != 3.0 * i + R;
+    CU_ASSERT_EQUAL(bad, 0);
+  }
+  dist_future_free(c.next);
+  dist_future_free(f);
+  free(c.big);
+}
+
 /* ---- errors --------------------------------------------------------------------- */
 
 static void test_errors(void) {
@@ -740,6 +789,7 @@ static CU_TestInfo call_tests[] = {{"every worker and oneself", test_every_worke
                                    {"nested calls", test_nested},
                                    {"calls from 4 threads", test_threads},
                                    {"futures", test_futures},
+                                   {"a call chained in a then-callback", test_then_chain},
                                    {"bad input and remote failures", test_errors},
                                    {"malformed requests", test_malformed},
                                    {"registries that differ", test_registry_mismatch},

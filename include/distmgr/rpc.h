@@ -108,8 +108,10 @@ dist_status dist_future_wait_all(dist_future *const *fs, int n);
 dist_status dist_future_wait_any(dist_future *const *fs, int n, int *index);
 /* cb(f, user) runs once, when f completes: at once on this thread if it
  * already has, else on the thread that progressed its reply (the progress
- * thread, an executor or a waiting caller): keep it short, do not wait in
- * it. Waits on f return after it ran. One callback per future. */
+ * thread, an executor or a waiting caller): keep it short. It may make calls
+ * (their arguments are copied), but a wait in it for a call not yet complete
+ * returns DIST_ERR_INVALID_ARGUMENT (that thread holds the worker: nothing
+ * could complete it). Waits on f return after it ran. One callback per future. */
 dist_status dist_future_then(dist_future *f, void (*cb)(dist_future *f, void *user), void *user);
 /* A completed call's status; its message names the worker. */
 dist_status dist_future_status(const dist_future *f);

@@ -17,23 +17,24 @@ typedef struct lists {
 } lists;
 
 static pthread_key_t key;
+static int key_ok; /* no key, no destructor: nothing is kept */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static _Thread_local lists *mine;
 
 static void destroy(void *arg) {
   lists *l = arg;
+  mine = NULL; /* a later destructor of this thread that frees ours keeps nothing */
   for (int k = 0; k < DIST__RPC_CACHE_KINDS; k++)
     for (int i = 0; i < l->n[k]; i++) l->destroy[k](l->obj[k][i]);
   free(l);
 }
 
-static void make_key(void) {
-  if (pthread_key_create(&key, destroy)) key = 0;
-}
+static void make_key(void) { key_ok = pthread_key_create(&key, destroy) == 0; }
 
 static lists *get_lists(void) {
   if (mine) return mine;
   pthread_once(&once, make_key);
+  if (!key_ok) return NULL;
   lists *l = calloc(1, sizeof *l);
   if (!l) return NULL;
   if (pthread_setspecific(key, l)) { /* no destructor: keep nothing */

@@ -1,6 +1,5 @@
 /* The UCX side of remote calls: context, worker and endpoints, the progress
  * thread, the active-message handler; dist_rpc_init and shutdown. */
-#include <errno.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +43,23 @@ static void deliver(const dist__rpc_header *h, void *body, size_t len) {
   dist__future_release(f);
 }
 
+/* A message whose body could not be received, with a log line: a request is
+ * still answered (an error, serve.c), a reply still completes its future. */
+static void lost(const dist__rpc_header *h, size_t len, dist_status s, const char *why) {
+  dist_log(DIST_LOG_WARN, "remote call: a message of %zu bytes was lost: %s", len, why);
+  if (h->kind != DIST__RPC_REPLY) {
+    deliver(h, NULL, len);
+    return;
+  }
+  dist_future *f = dist__inflight_take(h->call_id);
+  if (!f) return;
+  atomic_fetch_sub(&dist__rpc.calls_out, 1);
+  char msg[320];
+  snprintf(msg, sizeof msg, "remote call to worker%d: its answer of %zu bytes was lost: %s", f->to, len, why);
+  dist__future_complete(f, s, msg, NULL, NULL, NULL);
+  dist__future_release(f);
+}
+
 typedef struct pending_body {
   dist__rpc_header h;
   void *body;
@@ -53,16 +69,20 @@ typedef struct pending_body {
 static void body_arrived(void *request, ucs_status_t st, size_t length, void *user) {
   pending_body *p = user;
   (void)length;
-  if (st == UCS_OK) deliver(&p->h, p->body, p->len);
-  else dist__rpc_buf_put(p->body), dist_log(DIST_LOG_WARN, "remote call: a message body was lost (%s)", ucs_status_string(st));
+  if (st == UCS_OK) {
+    deliver(&p->h, p->body, p->len);
+  } else {
+    dist__rpc_buf_put(p->body);
+    lost(&p->h, p->len, DIST_ERR_IO, ucs_status_string(st));
+  }
   free(p);
   if (request) ucp_request_free(request);
 }
 
 /* Runs inside ucp_worker_progress: short, no waiting. A message whose
- * header fails its checks is dropped with a log line; a request with a
- * readable header always gets an answer (an error when its body could not
- * be kept, see serve.c). */
+ * header fails its checks is dropped with a log line; one with a readable
+ * header always ends its call: a request gets an answer, a reply completes
+ * its future (with an error when the body could not be received, lost()). */
 static ucs_status_t on_message(void *arg, const void *header, size_t header_length, void *data, size_t length,
                                const ucp_am_recv_param_t *param) {
   (void)arg;
@@ -72,10 +92,9 @@ static ucs_status_t on_message(void *arg, const void *header, size_t header_leng
     return UCS_OK;
   }
   void *body = length <= DIST__RPC_BODY_MAX ? dist__rpc_buf_get(length) : NULL;
-  if (!body) { /* a request still gets its answer, an error (serve.c) */
-    dist_log(DIST_LOG_WARN, "remote call: dropped a message of %zu bytes: %s", length,
-             length <= DIST__RPC_BODY_MAX ? "out of memory" : "too large");
-    if (h.kind != DIST__RPC_REPLY) deliver(&h, NULL, length);
+  if (!body) {
+    if (length <= DIST__RPC_BODY_MAX) lost(&h, length, DIST_ERR_NO_MEMORY, "out of memory");
+    else lost(&h, length, DIST_ERR_CORRUPT, "larger than a message may be");
     return UCS_OK;
   }
   if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
@@ -84,7 +103,11 @@ static ucs_status_t on_message(void *arg, const void *header, size_t header_leng
     return UCS_OK;
   }
   pending_body *p = malloc(sizeof *p);
-  if (!p) return dist__rpc_buf_put(body), UCS_OK;
+  if (!p) {
+    dist__rpc_buf_put(body);
+    lost(&h, length, DIST_ERR_NO_MEMORY, "out of memory");
+    return UCS_OK;
+  }
   p->h = h;
   p->body = body;
   p->len = length;
@@ -109,37 +132,29 @@ static ucs_status_t on_message(void *arg, const void *header, size_t header_leng
  * on its condition variable instead of the fd, which every message that
  * thread handles would fire. A poller that stops to sleep wakes it
  * (dist__rpc_poll_end); one that returns to its caller does not, so a park
- * is bounded: DIST__RPC_PARK_US, doubled up to DIST__RPC_PARK_MAX_US while
- * each park ends with someone still polling. Each timed wake-up takes a core
- * from a poller when the cores are all busy (tens of us on 2 cores,
- * bench/RESULTS.md "bench/rpc"). Returns the next park's length. */
-static long park(long us) {
+ * lasts DIST__RPC_PARK_US at most: the longest a message waits when the
+ * thread that polled went off to run a function or its caller's code. */
+static void park(void) {
   struct timespec dl;
   clock_gettime(CLOCK_REALTIME, &dl);
-  dl.tv_sec += us / 1000000;
-  dl.tv_nsec += us % 1000000 * 1000L;
+  dl.tv_nsec += DIST__RPC_PARK_US * 1000L;
   if (dl.tv_nsec >= 1000000000L) dl.tv_sec++, dl.tv_nsec -= 1000000000L;
-  int rc = 0;
   pthread_mutex_lock(&dist__rpc.pmu);
   if (atomic_load(&dist__rpc.pollers) && !atomic_load(&dist__rpc.stop))
-    rc = pthread_cond_timedwait(&dist__rpc.pcv, &dist__rpc.pmu, &dl);
+    (void)pthread_cond_timedwait(&dist__rpc.pcv, &dist__rpc.pmu, &dl);
   pthread_mutex_unlock(&dist__rpc.pmu);
-  if (rc == ETIMEDOUT && atomic_load(&dist__rpc.pollers)) return us * 2 < DIST__RPC_PARK_MAX_US ? us * 2 : DIST__RPC_PARK_MAX_US;
-  return DIST__RPC_PARK_US;
 }
 
 static void *progress_main(void *arg) {
   (void)arg;
   pthread_setname_np(pthread_self(), "dist-rpc-prog"); /* for top and perf */
-  long park_us = DIST__RPC_PARK_US;
   while (!atomic_load(&dist__rpc.stop)) {
     /* Not even one turn on the worker's lock while another thread polls:
      * a contended lock makes its holder wake a waiter on every release. */
     if (atomic_load(&dist__rpc.pollers)) {
-      park_us = park(park_us);
+      park();
       continue;
     }
-    park_us = DIST__RPC_PARK_US;
     dist__rpc_lock();
     unsigned n = ucp_worker_progress(dist__rpc.worker);
     ucs_status_t st = n ? UCS_ERR_BUSY : ucp_worker_arm(dist__rpc.worker);
@@ -277,11 +292,15 @@ static void teardown(void) {
   }
   dist__rpc_exec_stop();
   dist__inflight_fail(-1, DIST_ERR_NOT_INITIALIZED, "remote calls were shut down");
+  /* A user thread may still be in a wait that tries the worker. */
+  pthread_mutex_lock(&dist__rpc.wmu);
   if (dist__rpc.worker) close_endpoints();
   free(dist__rpc.ep);
   free(dist__rpc.dead);
   free(dist__rpc.arrived);
   if (dist__rpc.worker) ucp_worker_destroy(dist__rpc.worker);
+  dist__rpc.worker = NULL;
+  pthread_mutex_unlock(&dist__rpc.wmu);
   if (dist__rpc.ctx) ucp_cleanup(dist__rpc.ctx);
   dist__rpc_buf_drain();
   dist__rpc_cache_flush(); /* this thread's; the library's threads flushed theirs on exit */

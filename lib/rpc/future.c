@@ -47,6 +47,10 @@ void dist_future_free(dist_future *f) {
   if (f) dist__future_release(f);
 }
 
+static _Thread_local int in_callback;
+
+int dist__future_in_callback(void) { return in_callback; }
+
 void dist__future_complete(dist_future *f, dist_status s, const char *msg, void *body, const dist__rpc_msg *m,
                            dist_rpc_outputs *outs) {
   pthread_mutex_lock(&f->mu);
@@ -80,7 +84,9 @@ void dist__future_complete(dist_future *f, dist_status s, const char *msg, void 
   if (!cb) pthread_cond_broadcast(&f->cv);
   pthread_mutex_unlock(&f->mu);
   if (!cb) return;
+  in_callback++;
   cb(f, user);
+  in_callback--;
   pthread_mutex_lock(&f->mu);
   atomic_store(&f->done, 2);
   pthread_cond_broadcast(&f->cv);
@@ -95,13 +101,18 @@ int dist_future_test(const dist_future *f) { return f && atomic_load(&((dist_fut
 /* Waits for done with the deadline of DIST_TIMEOUT (0: none). */
 static dist_status wait_done(dist_future *f, const char *what) {
   if (!f) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: NULL future", what);
+  /* In a completion callback this thread may hold the worker inside its
+   * progress: nobody could move the reply (rpc.h: do not wait in it). */
+  if (in_callback && !settled(f))
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: waiting inside a dist_future_then callback (it runs where "
+                                                   "replies are received; wait outside it)", what);
   /* The waiter progresses the worker itself for a while (its reply is then
    * handled on this thread, no wake-up of the progress thread and back),
    * then sleeps until the progress thread completes the call. */
   double t0 = dist__rpc_now_us();
   dist__rpc_poll_begin();
   for (int i = 0; !settled(f); i++) {
-    if (dist__rpc.worker) dist__rpc_try_progress();
+    dist__rpc_try_progress();
     if ((i & 15) == 15 && dist__rpc_now_us() - t0 > DIST__RPC_SPIN_US) break;
   }
   int done = settled(f);
@@ -153,6 +164,11 @@ dist_status dist_future_wait_any(dist_future *const *fs, int n, int *index) {
   if (n <= 0 || !fs || !index) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_future_wait_any: %d futures", n);
   for (int i = 0; i < n; i++)
     if (!fs[i]) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_future_wait_any: future %d is NULL", i);
+  if (in_callback) {
+    for (int i = 0; i < n; i++)
+      if (settled(fs[i])) return *index = i, DIST_SUCCESS;
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_future_wait_any: waiting inside a dist_future_then callback");
+  }
   double t0 = dist__rpc_now_us();
   for (long spin = 0;; spin++) {
     for (int i = 0; i < n; i++)

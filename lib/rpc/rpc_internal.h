@@ -20,7 +20,6 @@
  * (engine.c): each end of a park is a thread switch on a core that a poller
  * uses, and a message that comes while nobody polls waits at most this. */
 #define DIST__RPC_PARK_US 1000
-#define DIST__RPC_PARK_MAX_US 4000
 /* Bodies up to this size are packed into one buffer and sent contiguous. */
 #define DIST__RPC_PACK_MAX 4096
 /* Bodies up to this size are packed inside the message itself. */
@@ -152,13 +151,12 @@ double dist__rpc_now_us(void);
 void dist__rpc_poll_begin(void);
 void dist__rpc_poll_end(int blocking);
 void dist__rpc_wake_progress(void);
-/* state.c: the worker's lock, one turn of progress under it, and a turn
- * only if nobody else holds it (for a thread that waits for a message that
- * the holder may be handling). Every UCX call on the worker holds it, except
- * in dist_rpc_init before the threads start and in teardown after they stop. */
+/* state.c: the worker's lock, and one turn of progress only if nobody else
+ * holds it (for a thread that waits for a message that the holder may be
+ * handling). Every UCX call on the worker holds it, except in dist_rpc_init
+ * before the threads start. */
 void dist__rpc_lock(void);
 void dist__rpc_unlock(void);
-unsigned dist__rpc_progress(void);
 unsigned dist__rpc_try_progress(void);
 
 /* cache.c: a thread's free lists. get: a kept object or NULL; put: 1 when
@@ -209,6 +207,9 @@ void dist__rpc_exec_stop(void);
 
 /* future.c */
 dist_future *dist__future_new(void);
+/* 1 inside a dist_future_then callback run by a completion: the thread may
+ * be inside the worker's progress, so it must neither wait nor progress. */
+int dist__future_in_callback(void);
 void dist__future_release(dist_future *f);
 /* Completes f with status and message (may be NULL), outputs from body
  * (taken over, NULL for none) or from outs (taken over). Runs its callback. */

@@ -50,8 +50,10 @@ dist_status dist__rpc_out_new(dist__rpc_kind kind, uint64_t id, dist_status stat
   dist_status s = dist__rpc_encode_meta(m, o->inline_body, DIST__RPC_INLINE, &meta_len, &body_len);
   if (s && s != DIST_ERR_BUFFER_TOO_SMALL) return dist__rpc_out_free(o), s;
   /* A small body goes out packed in one buffer: UCX's contiguous send is
-   * 0.2 us faster a round trip than its iov send (bench/RESULTS.md). */
-  int packed = body_len <= DIST__RPC_PACK_MAX;
+   * 0.2 us faster a round trip than its iov send (bench/RESULTS.md). So does
+   * a request made in a completion callback, whatever its size: its sender
+   * cannot wait there for UCX to be done with the arguments' memory. */
+  int packed = body_len <= DIST__RPC_PACK_MAX || (kind != DIST__RPC_REPLY && dist__future_in_callback());
   size_t cap = packed ? body_len : meta_len;
   o->meta = o->inline_body;
   if (cap > DIST__RPC_INLINE) {

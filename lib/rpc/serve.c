@@ -111,6 +111,13 @@ static void spin_for_work(void) {
   }
   polling = 0;
   atomic_store(&dist__rpc.qspin, 0);
+  /* Requests queued while it spun woke nobody: one of them must not wait for
+   * the one this executor runs (it may depend on it). */
+  if (*mine && atomic_load(&dist__rpc.qlen)) {
+    pthread_mutex_lock(&dist__rpc.qmu);
+    pthread_cond_signal(&dist__rpc.qcv);
+    pthread_mutex_unlock(&dist__rpc.qmu);
+  }
   dist__rpc_poll_end(!handed && !atomic_load(&dist__rpc.qlen)); /* idle: to sleep */
 }
 
@@ -131,6 +138,7 @@ static void *executor_main(void *arg) {
     if (j) {
       dist__rpc.qhead = j->next;
       if (!dist__rpc.qhead) dist__rpc.qtail = NULL;
+      else pthread_cond_signal(&dist__rpc.qcv); /* more queued: another executor */
       atomic_fetch_sub(&dist__rpc.qlen, 1);
     }
     pthread_mutex_unlock(&dist__rpc.qmu);
