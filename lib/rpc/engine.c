@@ -19,7 +19,6 @@
 /* A whole message: a request goes to an executor, a reply completes its future. */
 static void deliver(const dist__rpc_header *h, void *body, size_t len) {
   if (h->kind != DIST__RPC_REPLY) {
-    atomic_fetch_add(&dist__rpc.calls_in, 1);
     dist__rpc_enqueue(h, body, len);
     return;
   }
@@ -28,7 +27,6 @@ static void deliver(const dist__rpc_header *h, void *body, size_t len) {
     dist__rpc_buf_put(body);
     return;
   }
-  atomic_fetch_sub(&dist__rpc.calls_out, 1);
   dist__rpc_msg m;
   dist_status s = dist__rpc_decode(body, len, &m);
   if (s) {
@@ -53,7 +51,6 @@ static void lost(const dist__rpc_header *h, size_t len, dist_status s, const cha
   }
   dist_future *f = dist__inflight_take(h->call_id);
   if (!f) return;
-  atomic_fetch_sub(&dist__rpc.calls_out, 1);
   char msg[320];
   snprintf(msg, sizeof msg, "remote call to worker%d: its answer of %zu bytes was lost: %s", f->to, len, why);
   dist__future_complete(f, s, msg, NULL, NULL, NULL);
@@ -403,7 +400,7 @@ static void nap_ms(long ms) {
  * wait with its name. Once all have arrived nothing is in flight anywhere. */
 static dist_status drain(void) {
   double t0 = dist__rpc_now_us(), limit = dist__rpc.timeout > 0 ? dist__rpc.timeout * 1e6 : 0;
-  while (atomic_load(&dist__rpc.calls_out) > 0) {
+  while (dist__inflight_count() > 0) {
     if (limit && dist__rpc_now_us() - t0 > limit) {
       dist__inflight_fail(-1, DIST_ERR_TIMEOUT, "abandoned by dist_rpc_shutdown after DIST_TIMEOUT");
       break;

@@ -247,7 +247,6 @@ void dist__inflight_fail(int peer, dist_status s, const char *why) {
     if (!f) return;
     char msg[320];
     snprintf(msg, sizeof msg, "remote call to worker%d: %s", f->to, why);
-    atomic_fetch_sub(&dist__rpc.calls_out, 1);
     dist__future_complete(f, s, msg, NULL, NULL, NULL);
     dist__future_release(f);
   }

@@ -17,17 +17,13 @@ dist_status dist__rpc_call(dist__rpc_kind kind, int to, const char *name, const 
   dist__rpc_out *o;
   dist_status s = dist__rpc_out_new(kind, f->id, DIST_SUCCESS, &m, &o);
   if (s) return dist__future_release(f), s;
-  atomic_fetch_add(&dist__rpc.calls_out, 1);
   dist__inflight_add(f);
   s = dist__rpc_send(to, o, o->niov > 1); /* wait while UCX reads the arguments' own memory */
   if (s) { /* never sent: out of the table again (unless a failure took it) */
     char msg[1024];
     snprintf(msg, sizeof msg, "remote call '%s' to worker%d: %s", name, to, dist_last_error());
     dist_future *g = dist__inflight_take(f->id);
-    if (g) {
-      atomic_fetch_sub(&dist__rpc.calls_out, 1);
-      dist__future_release(g);
-    }
+    if (g) dist__future_release(g);
     dist__future_release(f);
     return dist__error(s, "%s", msg);
   }

@@ -133,11 +133,10 @@ typedef struct dist__rpc_engine {
    * arriving message would fire) while another thread polls the worker. */
   pthread_mutex_t pmu;
   pthread_cond_t pcv;
-  /* calls in flight: made here (futures by id), served here */
+  /* calls made here and not yet answered (futures by id): what shutdown drains */
   atomic_int fmu; /* the in-flight table's spin lock */
   dist_future *inflight;
   atomic_uint_fast64_t next_id;
-  atomic_long calls_out, calls_in;
   atomic_int *arrived; /* per rank: it entered dist_rpc_shutdown */
 } dist__rpc_engine;
 

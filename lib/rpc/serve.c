@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "distmgr/log.h"
 #include "rpc/rpc_internal.h"
 
 /* ---- running a request -------------------------------------------------------------- */
@@ -60,7 +61,6 @@ static void serve(dist__rpc_job *j) {
   else dist__rpc_out_free(o);
   dist__rpc_buf_put(j->body);
   if (!dist__rpc_cache_put(DIST__RPC_CACHE_JOB, j, free)) free(j);
-  atomic_fetch_sub(&dist__rpc.calls_in, 1);
 }
 
 /* The executor that polls the worker keeps a request it received itself
@@ -71,9 +71,9 @@ static _Thread_local dist__rpc_job *handed;
 void dist__rpc_enqueue(const dist__rpc_header *h, void *body, size_t len) {
   dist__rpc_job *j = dist__rpc_cache_get(DIST__RPC_CACHE_JOB);
   if (!j) j = malloc(sizeof *j);
-  if (!j) {
+  if (!j) { /* no memory to answer with either: its caller's DIST_TIMEOUT ends it */
     dist__rpc_buf_put(body);
-    atomic_fetch_sub(&dist__rpc.calls_in, 1);
+    dist_log(DIST_LOG_WARN, "remote call: dropped a request from worker%d: out of memory", (int)h->caller);
     return;
   }
   j->h = *h;
