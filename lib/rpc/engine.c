@@ -290,14 +290,14 @@ static void teardown(void) {
   dist__rpc_exec_stop();
   dist__inflight_fail(-1, DIST_ERR_NOT_INITIALIZED, "remote calls were shut down");
   /* A user thread may still be in a wait that tries the worker. */
-  pthread_mutex_lock(&dist__rpc.wmu);
+  dist__rpc_lock();
   if (dist__rpc.worker) close_endpoints();
   free(dist__rpc.ep);
   free(dist__rpc.dead);
   free(dist__rpc.arrived);
   if (dist__rpc.worker) ucp_worker_destroy(dist__rpc.worker);
   dist__rpc.worker = NULL;
-  pthread_mutex_unlock(&dist__rpc.wmu);
+  dist__rpc_unlock();
   if (dist__rpc.ctx) ucp_cleanup(dist__rpc.ctx);
   dist__rpc_buf_drain();
   dist__rpc_cache_flush(); /* this thread's; the library's threads flushed theirs on exit */

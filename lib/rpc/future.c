@@ -164,15 +164,12 @@ dist_status dist_future_wait_any(dist_future *const *fs, int n, int *index) {
   if (n <= 0 || !fs || !index) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_future_wait_any: %d futures", n);
   for (int i = 0; i < n; i++)
     if (!fs[i]) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_future_wait_any: future %d is NULL", i);
-  if (in_callback) {
-    for (int i = 0; i < n; i++)
-      if (settled(fs[i])) return *index = i, DIST_SUCCESS;
-    return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_future_wait_any: waiting inside a dist_future_then callback");
-  }
   double t0 = dist__rpc_now_us();
   for (long spin = 0;; spin++) {
     for (int i = 0; i < n; i++)
       if (settled(fs[i])) return *index = i, DIST_SUCCESS;
+    if (in_callback) /* as wait_done: nothing could complete them */
+      return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_future_wait_any: waiting inside a dist_future_then callback");
     if (dist__rpc.timeout > 0 && dist__rpc_now_us() - t0 > dist__rpc.timeout * 1e6)
       return dist__error(DIST_ERR_TIMEOUT, "dist_future_wait_any: none of %d calls completed within DIST_TIMEOUT", n);
     if (spin > 1000) {

@@ -185,7 +185,7 @@ dist_status dist__rpc_registry_name(int i, char *buf, size_t cap);
 void *dist__rpc_buf_get(size_t n);
 void dist__rpc_buf_put(void *p);
 void dist__rpc_buf_drain(void);
-/* The bytes a buffer of dist__rpc_buf_get can hold (a kept one: more than asked). */
+/* The bytes a buffer of dist__rpc_buf_get can hold (a cached or kept one: more than asked). */
 size_t dist__rpc_buf_capacity(const void *p);
 
 /* send.c: UCX's status as a distmgr error. */

@@ -58,7 +58,6 @@ dist_status dist__rpc_out_new(dist__rpc_kind kind, uint64_t id, dist_status stat
   o->meta = o->inline_body;
   if (cap > DIST__RPC_INLINE) {
     if (!(o->meta = dist__rpc_buf_get(cap))) {
-      o->meta = o->inline_body;
       dist__rpc_out_free(o);
       return dist__error(DIST_ERR_NO_MEMORY, "remote call: a message of %zu bytes", cap);
     }

@@ -118,7 +118,7 @@ static void spin_for_work(void) {
     pthread_cond_signal(&dist__rpc.qcv);
     pthread_mutex_unlock(&dist__rpc.qmu);
   }
-  dist__rpc_poll_end(!handed && !atomic_load(&dist__rpc.qlen)); /* idle: to sleep */
+  dist__rpc_poll_end(!*mine && !atomic_load(&dist__rpc.qlen)); /* idle: to sleep */
 }
 
 static void *executor_main(void *arg) {
