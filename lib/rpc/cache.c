@@ -19,7 +19,7 @@ typedef struct lists {
 static pthread_key_t key;
 static int key_ok; /* no key, no destructor: nothing is kept */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static _Thread_local lists *mine;
+static DIST__RPC_TLS lists *mine;
 
 static void destroy(void *arg) {
   lists *l = arg;

@@ -47,7 +47,7 @@ void dist_future_free(dist_future *f) {
   if (f) dist__future_release(f);
 }
 
-static _Thread_local int in_callback;
+static DIST__RPC_TLS int in_callback;
 
 int dist__future_in_callback(void) { return in_callback; }
 
@@ -71,7 +71,7 @@ void dist__future_complete(dist_future *f, dist_status s, const char *msg, void 
     f->outs = *outs;
     f->nout = outs->n;
     memcpy(f->out, outs->t, sizeof outs->t[0] * (size_t)outs->n);
-    memset(outs, 0, sizeof *outs);
+    outs->n = 0;
   } else if (outs) {
     dist__rpc_outputs_free(outs);
   }

@@ -29,6 +29,12 @@
 #define DIST__RPC_SMALL 256
 #define DIST__RPC_MEDIUM 4096
 
+/* The thread-locals that every call reads: initial-exec, a plain load off
+ * the thread pointer instead of a __tls_get_addr call each (6 % of a call's
+ * path, bench/RESULTS.md "bench/rpc"). They take 24 bytes of the static TLS
+ * room that glibc keeps for libraries loaded by dlopen (Python's ctypes). */
+#define DIST__RPC_TLS __attribute__((tls_model("initial-exec"))) _Thread_local
+
 /* A lock for the short critical sections that every call passes (the
  * in-flight table, the registry): a pthread mutex's lock and unlock cost
  * 40 ns a pair there. It yields now and then: a holder may be preempted. */

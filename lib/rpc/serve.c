@@ -65,8 +65,8 @@ static void serve(dist__rpc_job *j) {
 
 /* The executor that polls the worker keeps a request it received itself
  * here, off the queue and its lock (it runs it next). */
-static _Thread_local int polling;
-static _Thread_local dist__rpc_job *handed;
+static DIST__RPC_TLS int polling;
+static DIST__RPC_TLS dist__rpc_job *handed;
 
 void dist__rpc_enqueue(const dist__rpc_header *h, void *body, size_t len) {
   dist__rpc_job *j = dist__rpc_cache_get(DIST__RPC_CACHE_JOB);

@@ -116,18 +116,23 @@ dist_status dist__rpc_decode(const void *body, size_t len, dist__rpc_msg *m) {
       return dist__error(DIST_ERR_CORRUPT, "remote call: tensor %d has dtype %u and %u dims", i, (unsigned)d[0],
                          (unsigned)d[1]);
     dist_tensor *t = &m->t[i];
-    memset(t, 0, sizeof *t);
+    /* Field by field: a memset of the 88 bytes was a slow `rep stos` on
+     * every call. */
+    t->data = NULL;
     t->dtype = (dist_dtype)d[0];
     t->memory = DIST_MEM_HOST;
+    t->device = 0;
     t->ndim = (int)d[1];
     if (!(p = take(&c, 8 * (size_t)t->ndim, 8, "a tensor's shape", &s))) break;
     memcpy(t->shape, p, 8 * (size_t)t->ndim);
+    for (int k = t->ndim; k < DIST_TENSOR_MAX_DIMS; k++) t->shape[k] = 0;
     size_t n = dist_dtype_size(t->dtype);
-    for (int k = 0; k < t->ndim; k++) {
-      if (t->shape[k] < 0 || (t->shape[k] && n > (size_t)INT64_MAX / (size_t)t->shape[k]))
+    for (int k = 0; k < t->ndim; k++) { /* each product within INT64_MAX, as the sender's check */
+      uint64_t e = (uint64_t)t->shape[k], nn;
+      if (t->shape[k] < 0 || (e && (__builtin_mul_overflow((uint64_t)n, e, &nn) || nn > (uint64_t)INT64_MAX)))
         return dist__error(DIST_ERR_CORRUPT, "remote call: tensor %d has extent %lld in dim %d", i,
                            (long long)t->shape[k], k);
-      n *= (size_t)t->shape[k];
+      n = e ? (size_t)nn : 0;
     }
     if (dist__rpc_pad(n) < n || data + dist__rpc_pad(n) < data || data + dist__rpc_pad(n) > len)
       return dist__error(DIST_ERR_CORRUPT, "remote call: tensor %d's %zu bytes exceed the message", i, n);
