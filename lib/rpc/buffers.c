@@ -9,7 +9,7 @@
 
 #include "rpc/rpc_internal.h"
 
-#define HEAD 64                    /* the capacity, before the 64-byte aligned memory */
+#define HEAD DIST__RPC_BUF_HEAD
 #define KEEP_FROM ((size_t)1 << 20) /* buffers from 1 MiB are kept */
 #define KEEP_MAX 4                 /* buffers kept at most */
 #define KEEP_BYTES ((size_t)1 << 29) /* and bytes kept at most: 512 MiB */
@@ -18,17 +18,9 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static void *kept[KEEP_MAX];
 static size_t kept_bytes;
 
-static size_t capacity(const void *p) {
-  size_t c;
-  memcpy(&c, (const char *)p - HEAD, sizeof c);
-  return c;
-}
+void dist__rpc_buf_destroy(void *p) { free((char *)p - HEAD); }
 
-size_t dist__rpc_buf_capacity(const void *p) { return capacity(p); }
-
-static void destroy(void *p) { free((char *)p - HEAD); }
-
-void *dist__rpc_buf_get(size_t n) {
+void *dist__rpc_buf_get_slow(size_t n) {
   if (n <= DIST__RPC_MEDIUM) { /* every buffer of a class has its capacity: any fits */
     int small = n <= DIST__RPC_SMALL;
     void *p = dist__rpc_cache_get(small ? DIST__RPC_CACHE_SMALL : DIST__RPC_CACHE_MEDIUM);
@@ -39,11 +31,11 @@ void *dist__rpc_buf_get(size_t n) {
     pthread_mutex_lock(&mu);
     int best = -1;
     for (int i = 0; i < KEEP_MAX; i++)
-      if (kept[i] && capacity(kept[i]) >= n && capacity(kept[i]) / 2 <= n &&
-          (best < 0 || capacity(kept[i]) < capacity(kept[best])))
+      if (kept[i] && dist__rpc_buf_capacity(kept[i]) >= n && dist__rpc_buf_capacity(kept[i]) / 2 <= n &&
+          (best < 0 || dist__rpc_buf_capacity(kept[i]) < dist__rpc_buf_capacity(kept[best])))
         best = i;
     void *p = best >= 0 ? kept[best] : NULL;
-    if (p) kept[best] = NULL, kept_bytes -= capacity(p);
+    if (p) kept[best] = NULL, kept_bytes -= dist__rpc_buf_capacity(p);
     pthread_mutex_unlock(&mu);
     if (p) return p;
   }
@@ -53,11 +45,11 @@ void *dist__rpc_buf_get(size_t n) {
   return raw + HEAD;
 }
 
-void dist__rpc_buf_put(void *p) {
+void dist__rpc_buf_put_slow(void *p) {
   if (!p) return;
-  size_t c = capacity(p);
-  if (c == DIST__RPC_SMALL && dist__rpc_cache_put(DIST__RPC_CACHE_SMALL, p, destroy)) return;
-  if (c == DIST__RPC_MEDIUM && dist__rpc_cache_put(DIST__RPC_CACHE_MEDIUM, p, destroy)) return;
+  size_t c = dist__rpc_buf_capacity(p);
+  if (c == DIST__RPC_SMALL && dist__rpc_cache_put(DIST__RPC_CACHE_SMALL, p, dist__rpc_buf_destroy)) return;
+  if (c == DIST__RPC_MEDIUM && dist__rpc_cache_put(DIST__RPC_CACHE_MEDIUM, p, dist__rpc_buf_destroy)) return;
   void *evicted = NULL;
   if (c >= KEEP_FROM) {
     pthread_mutex_lock(&mu);
@@ -71,10 +63,10 @@ void dist__rpc_buf_put(void *p) {
     if (slot < 0) { /* full: the smallest kept, if smaller than this one */
       slot = 0;
       for (int i = 1; i < KEEP_MAX; i++)
-        if (capacity(kept[i]) < capacity(kept[slot])) slot = i;
-      if (capacity(kept[slot]) >= c) slot = -1;
+        if (dist__rpc_buf_capacity(kept[i]) < dist__rpc_buf_capacity(kept[slot])) slot = i;
+      if (dist__rpc_buf_capacity(kept[slot]) >= c) slot = -1;
     }
-    size_t freed = slot >= 0 && kept[slot] ? capacity(kept[slot]) : 0;
+    size_t freed = slot >= 0 && kept[slot] ? dist__rpc_buf_capacity(kept[slot]) : 0;
     if (slot >= 0 && kept_bytes - freed + c <= KEEP_BYTES) {
       evicted = kept[slot];
       kept[slot] = p;

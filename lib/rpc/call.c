@@ -30,14 +30,16 @@ static dist_status check_call(int to, const char *name, const dist_tensor *args,
     /* Each extent's bytes must fit even when another extent is 0: the
      * receiver's decoder checks the product dim by dim. */
     size_t bytes = dist_dtype_size(t->dtype);
+    int empty = 0;
     for (int d = 0; d < t->ndim; d++) {
       uint64_t e = (uint64_t)t->shape[d], nb;
       if (t->shape[d] < 0 || (e && (__builtin_mul_overflow((uint64_t)bytes, e, &nb) || nb > (uint64_t)INT64_MAX)))
         return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: argument %d has extent %lld in dim %d", what, i,
                            (long long)t->shape[d], d);
       if (e) bytes = (size_t)nb;
+      else empty = 1;
     }
-    if (dist_tensor_numel(t) && !t->data)
+    if (!empty && !t->data)
       return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: argument %d has no data", what, i);
   }
   return DIST_SUCCESS;

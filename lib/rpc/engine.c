@@ -125,33 +125,63 @@ static ucs_status_t on_message(void *arg, const void *header, size_t header_leng
  * threads that wait for something (a caller for its reply, the idle executor
  * for a request) spin on the worker themselves; a spinning progress thread
  * only took the core from them (on 2 cores: 200 us slices in turn with the
- * caller, bench/RESULTS.md "bench/rpc"). While another thread polls, it parks
- * on its condition variable instead of the fd, which every message that
- * thread handles would fire. A poller that stops to sleep wakes it
- * (dist__rpc_poll_end); one that returns to its caller does not, so a park
- * lasts DIST__RPC_PARK_US at most: the longest a message waits when the
- * thread that polled went off to run a function or its caller's code. */
-static void park(void) {
+ * caller, bench/RESULTS.md "bench/rpc"). While other threads poll, it parks
+ * on its condition variable instead of the fd. A poller that stops to sleep
+ * wakes it (dist__rpc_poll_end); one that returns to its caller does not, so
+ * a park lasts `us` at most: the longest a message waits when the thread
+ * that polled went off to run a function or its caller's code. That is
+ * DIST__RPC_PARK_US after a quiet spell, doubling up to
+ * DIST__RPC_PARK_MAX_US while calls keep coming: each timed wake took the
+ * core from a poller and stalled its call by 25-60 us on the 2-core VM
+ * (bench/rpc_loop: calls over 20 us, once a millisecond).
+ * Returns 1 when a poller woke it. */
+static int park(long us) {
   struct timespec dl;
   clock_gettime(CLOCK_REALTIME, &dl);
-  dl.tv_nsec += DIST__RPC_PARK_US * 1000L;
+  dl.tv_sec += us / 1000000;
+  dl.tv_nsec += us % 1000000 * 1000L;
   if (dl.tv_nsec >= 1000000000L) dl.tv_sec++, dl.tv_nsec -= 1000000000L;
   pthread_mutex_lock(&dist__rpc.pmu);
-  if (atomic_load(&dist__rpc.pollers) && !atomic_load(&dist__rpc.stop))
+  if (!dist__rpc.pwoken && !atomic_load(&dist__rpc.stop))
     (void)pthread_cond_timedwait(&dist__rpc.pcv, &dist__rpc.pmu, &dl);
+  int woken = dist__rpc.pwoken;
+  dist__rpc.pwoken = 0;
   pthread_mutex_unlock(&dist__rpc.pmu);
+  return woken;
 }
 
 static void *progress_main(void *arg) {
   (void)arg;
   pthread_setname_np(pthread_self(), "dist-rpc-prog"); /* for top and perf */
+  unsigned seen = atomic_load(&dist__rpc.poll_begins);
+  int woken = 0;
+  long us = DIST__RPC_PARK_US;
   while (!atomic_load(&dist__rpc.stop)) {
+    unsigned begun = atomic_load(&dist__rpc.poll_begins);
     /* Not even one turn on the worker's lock while another thread polls:
      * a contended lock makes its holder wake a waiter on every release. */
-    if (atomic_load(&dist__rpc.pollers)) {
-      park();
+    if (begun != atomic_load(&dist__rpc.poll_ends)) {
+      seen = begun;
+      woken = park(us);
+      if (!woken && us < DIST__RPC_PARK_MAX_US) us *= 2;
       continue;
     }
+    /* Nobody polls now, but someone did during the park (and did not go to
+     * sleep): calls come back to back. One turn for what came meanwhile,
+     * without arming the worker: armed, it made each peer signal its fd on
+     * the next message and this thread wake on the pollers' core, 40 us
+     * stalls, once or twice a millisecond (bench/RESULTS.md, "bench/rpc"). */
+    if (begun != seen && !woken) {
+      seen = begun;
+      while (dist__rpc_try_progress()) {
+      }
+      woken = park(us);
+      if (!woken && us < DIST__RPC_PARK_MAX_US) us *= 2;
+      continue;
+    }
+    seen = begun;
+    woken = 0;
+    us = DIST__RPC_PARK_US; /* quiet: this thread serves the worker now */
     dist__rpc_lock();
     unsigned n = ucp_worker_progress(dist__rpc.worker);
     ucs_status_t st = n ? UCS_ERR_BUSY : ucp_worker_arm(dist__rpc.worker);

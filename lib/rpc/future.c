@@ -51,11 +51,26 @@ static DIST__RPC_TLS int in_callback;
 
 int dist__future_in_callback(void) { return in_callback; }
 
+/* A future's state bits. The first completer claims it, fills the result
+ * and publishes it; it settles at once (waits return), or after the `then`
+ * callback registered meanwhile, which it runs. A waiter about to sleep sets
+ * SLEEPER first, so that the settling completer knows to wake it: no lock
+ * or broadcast on a call whose caller spins (they cost 25 ns a round trip,
+ * bench/RESULTS.md "bench/rpc"). */
+enum { CLAIMED = 1, CB_SET = 2, PUBLISHED = 4, SETTLED = 8, SLEEPER = 16 };
+
+static unsigned state(const dist_future *f) { return atomic_load(&((dist_future *)f)->state); }
+static int settled(const dist_future *f) { return (state(f) & SETTLED) != 0; }
+
+static void wake_sleepers(dist_future *f) {
+  pthread_mutex_lock(&f->mu);
+  pthread_cond_broadcast(&f->cv);
+  pthread_mutex_unlock(&f->mu);
+}
+
 void dist__future_complete(dist_future *f, dist_status s, const char *msg, void *body, const dist__rpc_msg *m,
                            dist_rpc_outputs *outs) {
-  pthread_mutex_lock(&f->mu);
-  if (atomic_load(&f->done)) { /* completed already (a failure raced a reply) */
-    pthread_mutex_unlock(&f->mu);
+  if (atomic_fetch_or(&f->state, CLAIMED) & CLAIMED) { /* completed already (a failure raced a reply) */
     dist__rpc_buf_put(body);
     if (outs) dist__rpc_outputs_free(outs);
     return;
@@ -75,28 +90,23 @@ void dist__future_complete(dist_future *f, dist_status s, const char *msg, void 
   } else if (outs) {
     dist__rpc_outputs_free(outs);
   }
-  void (*cb)(dist_future *, void *) = f->then;
-  void *user = f->then_user;
-  f->then = NULL;
-  if (cb) atomic_fetch_add(&f->refs, 1); /* the callback's own hold */
-  /* 1: the result is there and the callback runs; 2: settled, waits return */
-  atomic_store(&f->done, cb ? 1 : 2);
-  if (!cb) pthread_cond_broadcast(&f->cv);
-  pthread_mutex_unlock(&f->mu);
-  if (!cb) return;
+  /* Publish, and settle in the same step unless a callback waits to run. */
+  unsigned cur = state(f), want;
+  do want = cur | PUBLISHED | (cur & CB_SET ? 0 : SETTLED);
+  while (!atomic_compare_exchange_weak(&f->state, &cur, want));
+  if (!(cur & CB_SET)) {
+    if (cur & SLEEPER) wake_sleepers(f);
+    return;
+  }
+  atomic_fetch_add(&f->refs, 1); /* the callback's own hold */
   in_callback++;
-  cb(f, user);
+  f->then(f, f->then_user);
   in_callback--;
-  pthread_mutex_lock(&f->mu);
-  atomic_store(&f->done, 2);
-  pthread_cond_broadcast(&f->cv);
-  pthread_mutex_unlock(&f->mu);
+  if (atomic_fetch_or(&f->state, SETTLED) & SLEEPER) wake_sleepers(f);
   dist__future_release(f);
 }
 
-static int settled(const dist_future *f) { return atomic_load(&((dist_future *)f)->done) == 2; }
-
-int dist_future_test(const dist_future *f) { return f && atomic_load(&((dist_future *)f)->done); }
+int dist_future_test(const dist_future *f) { return f && (state(f) & PUBLISHED); }
 
 /* Waits for done with the deadline of DIST_TIMEOUT (0: none). */
 static dist_status wait_done(dist_future *f, const char *what) {
@@ -109,11 +119,11 @@ static dist_status wait_done(dist_future *f, const char *what) {
   /* The waiter progresses the worker itself for a while (its reply is then
    * handled on this thread, no wake-up of the progress thread and back),
    * then sleeps until the progress thread completes the call. */
-  double t0 = dist__rpc_now_us();
+  dist__rpc_spin sp = {0, 0};
   dist__rpc_poll_begin();
-  for (int i = 0; !settled(f); i++) {
+  while (!settled(f)) {
     dist__rpc_try_progress();
-    if ((i & 15) == 15 && dist__rpc_now_us() - t0 > DIST__RPC_SPIN_US) break;
+    if (dist__rpc_spin_over(&sp)) break;
   }
   int done = settled(f);
   dist__rpc_poll_end(!done); /* about to sleep: the progress thread takes over */
@@ -127,6 +137,7 @@ static dist_status wait_done(dist_future *f, const char *what) {
     if (dl.tv_nsec >= 1000000000L) dl.tv_sec++, dl.tv_nsec -= 1000000000L;
   }
   pthread_mutex_lock(&f->mu);
+  atomic_fetch_or(&f->state, SLEEPER); /* before the check: the settling completer sees it, or we see SETTLED */
   int rc = 0;
   while (!settled(f) && rc != ETIMEDOUT)
     rc = timeout > 0 ? pthread_cond_timedwait(&f->cv, &f->mu, &dl) : pthread_cond_wait(&f->cv, &f->mu);
@@ -181,29 +192,32 @@ dist_status dist_future_wait_any(dist_future *const *fs, int n, int *index) {
 
 dist_status dist_future_then(dist_future *f, void (*cb)(dist_future *, void *), void *user) {
   if (!f || !cb) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_future_then: NULL future or callback");
-  pthread_mutex_lock(&f->mu);
-  if (f->had_then) {
-    pthread_mutex_unlock(&f->mu);
-    return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_future_then: the future has a callback already");
-  }
-  int done = settled(f);
+  pthread_mutex_lock(&f->mu); /* one callback per future, ever: against another dist_future_then */
+  int had = f->had_then;
   f->had_then = 1;
-  if (!done) f->then = cb, f->then_user = user;
   pthread_mutex_unlock(&f->mu);
-  if (done) cb(f, user);
+  if (had) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_future_then: the future has a callback already");
+  f->then = cb, f->then_user = user;
+  unsigned cur = state(f);
+  do
+    if (cur & PUBLISHED) { /* completed: run it here */
+      cb(f, user);
+      return DIST_SUCCESS;
+    }
+  while (!atomic_compare_exchange_weak(&f->state, &cur, cur | CB_SET));
   return DIST_SUCCESS;
 }
 
 dist_status dist_future_status(const dist_future *f) {
   if (!f) return DIST_ERR_INVALID_ARGUMENT;
-  return atomic_load(&((dist_future *)f)->done) ? f->status : DIST_ERR_INVALID_ARGUMENT;
+  return state(f) & PUBLISHED ? f->status : DIST_ERR_INVALID_ARGUMENT;
 }
 const char *dist_future_message(const dist_future *f) {
-  if (!f || !atomic_load(&((dist_future *)f)->done)) return "the call has not completed";
+  if (!f || !(state(f) & PUBLISHED)) return "the call has not completed";
   return f->msg ? f->msg : dist_status_string(f->status);
 }
 int dist_future_count(const dist_future *f) {
-  return f && atomic_load(&((dist_future *)f)->done) && !f->status ? f->nout : 0;
+  return f && (state(f) & PUBLISHED) && !f->status ? f->nout : 0;
 }
 const dist_tensor *dist_future_output(const dist_future *f, int i) {
   return i >= 0 && i < dist_future_count(f) ? &f->out[i] : NULL;

@@ -12,6 +12,7 @@
 
 #define REGISTRY_MAX 256
 static dist__rpc_fn_entry registry[REGISTRY_MAX];
+static unsigned char lens[REGISTRY_MAX]; /* each name's length: no strlen per entry on every call */
 static int registered;
 static atomic_int registry_mu; /* a spin lock: every call looks its function up */
 
@@ -25,7 +26,7 @@ static dist_status check_name(const char *name, const char *what) {
 
 static int find(const char *name, size_t len) {
   for (int i = 0; i < registered; i++)
-    if (strlen(registry[i].name) == len && !memcmp(registry[i].name, name, len)) return i;
+    if (lens[i] == len && !memcmp(registry[i].name, name, len)) return i;
   return -1;
 }
 
@@ -44,7 +45,7 @@ dist_status dist_rpc_register(const char *name, dist_rpc_fn fn, void *user) {
     snprintf(e->name, sizeof e->name, "%s", name);
     e->fn = fn;
     e->user = user;
-    registered++;
+    lens[registered++] = (unsigned char)strlen(e->name);
   }
   dist__rpc_spin_unlock(&registry_mu);
   return s;

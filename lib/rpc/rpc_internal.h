@@ -20,6 +20,9 @@
  * (engine.c): each end of a park is a thread switch on a core that a poller
  * uses, and a message that comes while nobody polls waits at most this. */
 #define DIST__RPC_PARK_US 1000
+/* While calls keep coming, each park doubles up to this: every timed wake
+ * stalled the call in flight by 25-60 us on the 2-core VM (engine.c). */
+#define DIST__RPC_PARK_MAX_US 8000
 /* Bodies up to this size are packed into one buffer and sent contiguous. */
 #define DIST__RPC_PACK_MAX 4096
 /* Bodies up to this size are packed inside the message itself. */
@@ -77,7 +80,8 @@ struct dist_rpc_outputs {
 /* The fields before `outs` are zeroed for each call (a future is reused,
  * cache.c); the arrays after are read only up to their counts. */
 struct dist_future {
-  atomic_int done;
+  /* Its state, one word of bits (future.c): completion takes no lock. */
+  atomic_uint state;
   atomic_int refs; /* the caller's, the in-flight table's, a running callback's */
   dist_status status;
   char *msg;
@@ -134,11 +138,14 @@ typedef struct dist__rpc_engine {
   dist__rpc_job *qhead, *qtail;
   int qstop;
   atomic_int qlen, qspin; /* jobs queued; an executor polls the worker */
-  atomic_int pollers;     /* threads polling the worker besides the progress thread */
+  /* Polling sessions of threads other than the progress thread, begun and
+   * ended: some thread polls while they differ. */
+  atomic_uint poll_begins, poll_ends;
   /* The progress thread parks here (not on UCX's wakeup fd, which every
    * arriving message would fire) while another thread polls the worker. */
   pthread_mutex_t pmu;
   pthread_cond_t pcv;
+  int pwoken; /* under pmu: a poller that went to sleep woke the progress thread */
   /* calls made here and not yet answered (futures by id): what shutdown drains */
   atomic_int fmu; /* the in-flight table's spin lock */
   dist_future *inflight;
@@ -150,6 +157,20 @@ extern dist__rpc_engine dist__rpc;
 
 /* state.c: a monotonic clock in microseconds (the spins' and waits' limits). */
 double dist__rpc_now_us(void);
+/* A poll loop's limit of DIST__RPC_SPIN_US. The clock is read every 256
+ * turns only, the first time to start it: clock_gettime was 7 % of a
+ * spinning executor's samples when read every 16 (perf, bench/rpc_loop). */
+typedef struct dist__rpc_spin {
+  double t0;
+  unsigned turns;
+} dist__rpc_spin;
+static inline int dist__rpc_spin_over(dist__rpc_spin *sp) {
+  if (++sp->turns & 255) return 0;
+  double now = dist__rpc_now_us();
+  if (sp->t0 == 0) sp->t0 = now;
+  return now - sp->t0 > DIST__RPC_SPIN_US;
+}
+
 /* state.c: a thread starts or stops polling the worker. `blocking`: it
  * stops in order to sleep until someone else progresses the worker, so the
  * progress thread is woken if it parked (engine.c). */
@@ -176,8 +197,29 @@ typedef enum {
   DIST__RPC_CACHE_JOB,
   DIST__RPC_CACHE_KINDS
 } dist__rpc_cache_kind;
-void *dist__rpc_cache_get(dist__rpc_cache_kind k);
-int dist__rpc_cache_put(dist__rpc_cache_kind k, void *p, void (*destroy)(void *));
+#define DIST__RPC_CACHE_KEEP 4 /* objects kept per kind and thread */
+typedef struct dist__rpc_cache_lists {
+  void *obj[DIST__RPC_CACHE_KINDS][DIST__RPC_CACHE_KEEP];
+  int n[DIST__RPC_CACHE_KINDS];
+  void (*destroy[DIST__RPC_CACHE_KINDS])(void *);
+} dist__rpc_cache_lists;
+/* Inline: as calls through the PLT, the 14 gets and puts of a round trip
+ * were 19 % of its path without the network (perf, bench/RESULTS.md
+ * "bench/rpc"). */
+extern DIST__RPC_TLS dist__rpc_cache_lists *dist__rpc_cache_mine;
+int dist__rpc_cache_put_slow(dist__rpc_cache_kind k, void *p, void (*destroy)(void *));
+static inline void *dist__rpc_cache_get(dist__rpc_cache_kind k) {
+  dist__rpc_cache_lists *l = dist__rpc_cache_mine;
+  return l && l->n[k] ? l->obj[k][--l->n[k]] : NULL;
+}
+static inline int dist__rpc_cache_put(dist__rpc_cache_kind k, void *p, void (*destroy)(void *)) {
+  dist__rpc_cache_lists *l = dist__rpc_cache_mine;
+  if (!l) return dist__rpc_cache_put_slow(k, p, destroy);
+  if (l->n[k] == DIST__RPC_CACHE_KEEP) return 0;
+  l->destroy[k] = destroy;
+  l->obj[k][l->n[k]++] = p;
+  return 1;
+}
 void dist__rpc_cache_flush(void);
 
 /* registry.c */
@@ -188,11 +230,28 @@ dist_status dist__rpc_registry_name(int i, char *buf, size_t cap);
 /* buffers.c: message bodies and output tensors (64-byte aligned; large ones
  * are kept for reuse, a larger one replacing the smallest kept when all
  * places are taken); drain frees the kept ones. */
-void *dist__rpc_buf_get(size_t n);
-void dist__rpc_buf_put(void *p);
+void *dist__rpc_buf_get_slow(size_t n);
+void dist__rpc_buf_put_slow(void *p);
+void dist__rpc_buf_destroy(void *p);
 void dist__rpc_buf_drain(void);
+#define DIST__RPC_BUF_HEAD 64 /* the capacity, before the 64-byte aligned memory */
 /* The bytes a buffer of dist__rpc_buf_get can hold (a cached or kept one: more than asked). */
-size_t dist__rpc_buf_capacity(const void *p);
+static inline size_t dist__rpc_buf_capacity(const void *p) {
+  size_t c;
+  memcpy(&c, (const char *)p - DIST__RPC_BUF_HEAD, sizeof c);
+  return c;
+}
+/* The small class inline, from the thread's cache (as the cache's own). */
+static inline void *dist__rpc_buf_get(size_t n) {
+  void *p = n <= DIST__RPC_SMALL ? dist__rpc_cache_get(DIST__RPC_CACHE_SMALL) : NULL;
+  return p ? p : dist__rpc_buf_get_slow(n);
+}
+static inline void dist__rpc_buf_put(void *p) {
+  if (p && dist__rpc_buf_capacity(p) == DIST__RPC_SMALL &&
+      dist__rpc_cache_put(DIST__RPC_CACHE_SMALL, p, dist__rpc_buf_destroy))
+    return;
+  dist__rpc_buf_put_slow(p);
+}
 
 /* send.c: UCX's status as a distmgr error. */
 dist_status dist__rpc_ucx_error(ucs_status_t st, const char *what);

@@ -104,10 +104,10 @@ static void spin_for_work(void) {
   dist__rpc_poll_begin();
   polling = 1;
   dist__rpc_job *const *mine = &handed; /* one TLS look-up, not one a turn */
-  double t0 = dist__rpc_now_us();
-  for (int i = 0; !*mine && !atomic_load(&dist__rpc.qlen) && !dist__rpc.qstop; i++) {
+  dist__rpc_spin sp = {0, 0};
+  while (!*mine && !atomic_load(&dist__rpc.qlen) && !dist__rpc.qstop) {
     dist__rpc_try_progress();
-    if ((i & 15) == 15 && dist__rpc_now_us() - t0 > DIST__RPC_SPIN_US) break;
+    if (dist__rpc_spin_over(&sp)) break;
   }
   polling = 0;
   atomic_store(&dist__rpc.qspin, 0);

@@ -22,15 +22,16 @@ unsigned dist__rpc_try_progress(void) {
   return n;
 }
 
-void dist__rpc_poll_begin(void) { atomic_fetch_add(&dist__rpc.pollers, 1); }
+void dist__rpc_poll_begin(void) { atomic_fetch_add(&dist__rpc.poll_begins, 1); }
 
 void dist__rpc_wake_progress(void) {
   pthread_mutex_lock(&dist__rpc.pmu);
+  dist__rpc.pwoken = 1;
   pthread_cond_signal(&dist__rpc.pcv);
   pthread_mutex_unlock(&dist__rpc.pmu);
 }
 
 void dist__rpc_poll_end(int blocking) {
-  atomic_fetch_sub(&dist__rpc.pollers, 1);
+  atomic_fetch_add(&dist__rpc.poll_ends, 1);
   if (blocking) dist__rpc_wake_progress();
 }

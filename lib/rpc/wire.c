@@ -76,7 +76,7 @@ dist_status dist__rpc_check_header(const void *hdr, size_t hdr_len, dist__rpc_he
 }
 
 /* Reads n bytes at the cursor, or fails naming `what`. */
-static const void *take(cursor *c, size_t n, size_t align, const char *what, dist_status *s) {
+static inline __attribute__((always_inline)) const void *take(cursor *c, size_t n, size_t align, const char *what, dist_status *s) {
   if (*s) return NULL;
   size_t at = (c->at + align - 1) & ~(align - 1);
   if (at < c->at || at > c->cap || n > c->cap - at) {
@@ -107,7 +107,7 @@ dist_status dist__rpc_decode(const void *body, size_t len, dist__rpc_msg *m) {
   if (counts[0] > DIST_RPC_MAX_ARGS) return dist__error(DIST_ERR_CORRUPT, "remote call: %u tensors", (unsigned)counts[0]);
   if (counts[1] > DIST__RPC_EXTRA_MAX) return dist__error(DIST_ERR_CORRUPT, "remote call: %u extra bytes", (unsigned)counts[1]);
   m->ntensors = (int)counts[0];
-  size_t data = 0;
+  size_t data = 0, nbytes[DIST_RPC_MAX_ARGS];
   for (int i = 0; i < m->ntensors && !s; i++) {
     uint32_t d[2];
     if (!(p = take(&c, 8, 4, "a tensor's dtype", &s))) break;
@@ -137,6 +137,7 @@ dist_status dist__rpc_decode(const void *body, size_t len, dist__rpc_msg *m) {
     if (dist__rpc_pad(n) < n || data + dist__rpc_pad(n) < data || data + dist__rpc_pad(n) > len)
       return dist__error(DIST_ERR_CORRUPT, "remote call: tensor %d's %zu bytes exceed the message", i, n);
     data += dist__rpc_pad(n);
+    nbytes[i] = n;
   }
   if (s) return s;
   m->extra_len = counts[1];
@@ -148,9 +149,8 @@ dist_status dist__rpc_decode(const void *body, size_t len, dist__rpc_msg *m) {
                        meta > len ? 0 : len - meta, data);
   const unsigned char *at = (const unsigned char *)body + meta;
   for (int i = 0; i < m->ntensors; i++) {
-    size_t n = dist_tensor_nbytes(&m->t[i]);
-    m->t[i].data = n ? (void *)at : NULL;
-    at += dist__rpc_pad(n);
+    m->t[i].data = nbytes[i] ? (void *)at : NULL;
+    at += dist__rpc_pad(nbytes[i]);
   }
   return DIST_SUCCESS;
 }
