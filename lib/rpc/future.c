@@ -16,10 +16,25 @@ dist_future *dist__future_new(void) {
     pthread_mutex_init(&f->mu, NULL);
     pthread_cond_init(&f->cv, NULL);
   }
-  memset(f, 0, offsetof(dist_future, outs));
-  f->outs.n = 0;
-  atomic_store(&f->refs, 1);
+  /* Field by field, not a memset: GCC made that a `rep stos`, whose start
+   * and drain were 7 % of a call's path without the network. Relaxed: the
+   * future is not shared yet. */
+  atomic_store_explicit(&f->state, 0, memory_order_relaxed);
+  atomic_store_explicit(&f->refs, 1, memory_order_relaxed);
+  f->status = DIST_SUCCESS;
+  f->msg = NULL;
+  f->body = NULL;
+  f->nout = 0;
+  f->then = NULL;
+  f->then_user = NULL;
+  f->had_then = 0;
+  f->id = 0;
   f->to = -1;
+  f->next_inflight = NULL;
+  f->nparts = f->pending = 0;
+  f->parts = NULL;
+  f->reducer = (dist_rpc_reducer){0};
+  f->outs.n = 0;
   return f;
 }
 

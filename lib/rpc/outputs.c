@@ -7,6 +7,15 @@
 
 #include "rpc/rpc_internal.h"
 
+static void fill(dist_tensor *t, void *data, dist_dtype dtype, int ndim, const int64_t *shape) {
+  t->data = data;
+  t->dtype = dtype;
+  t->memory = DIST_MEM_HOST;
+  t->device = 0;
+  t->ndim = ndim;
+  for (int d = 0; d < DIST_TENSOR_MAX_DIMS; d++) t->shape[d] = d < ndim ? shape[d] : 0;
+}
+
 dist_status dist_rpc_output(dist_rpc_outputs *out, dist_dtype dtype, int ndim, const int64_t *shape,
                             dist_tensor *t) {
   if (!out || !t || (ndim && !shape)) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_rpc_output: NULL argument");
@@ -24,8 +33,11 @@ dist_status dist_rpc_output(dist_rpc_outputs *out, dist_dtype dtype, int ndim, c
   void *mem = dist__rpc_buf_get(n);
   if (!mem) return dist__error(DIST_ERR_NO_MEMORY, "dist_rpc_output: %zu bytes", n);
   out->mem[out->n] = mem;
-  out->t[out->n] = dist_tensor_host(n ? mem : NULL, dtype, ndim, shape);
-  *t = out->t[out->n++];
+  /* Both written field by field: copying a tensor just built (as
+   * dist_tensor_host returns it) stalled on store forwarding, a third of
+   * this function. */
+  fill(&out->t[out->n++], n ? mem : NULL, dtype, ndim, shape);
+  fill(t, n ? mem : NULL, dtype, ndim, shape);
   return DIST_SUCCESS;
 }
 

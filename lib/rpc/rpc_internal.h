@@ -54,7 +54,8 @@ static inline void dist__rpc_spin_unlock(atomic_int *l) { atomic_store_explicit(
 
 /* A message on its way out: it owns its header, meta part and (replies) the
  * output tensors until UCX reports the send complete. The fields before
- * `iov` are zeroed for each message; the rest are set as they are used. */
+ * `iov` are set for each message (send.c, out_get: a new field is set
+ * there); the rest as they are used. */
 typedef struct dist__rpc_out {
   dist__rpc_header h;
   size_t niov;
@@ -77,8 +78,9 @@ struct dist_rpc_outputs {
   void *mem[DIST_RPC_MAX_ARGS];
 };
 
-/* The fields before `outs` are zeroed for each call (a future is reused,
- * cache.c); the arrays after are read only up to their counts. */
+/* The fields before `outs` are set one by one for each call (a future is
+ * reused, cache.c; dist__future_new: a new field is set there); the arrays
+ * after are read only up to their counts. */
 struct dist_future {
   /* Its state, one word of bits (future.c): completion takes no lock. */
   atomic_uint state;
