@@ -153,14 +153,15 @@ static int park(long us) {
 static void *progress_main(void *arg) {
   (void)arg;
   pthread_setname_np(pthread_self(), "dist-rpc-prog"); /* for top and perf */
-  unsigned seen = atomic_load(&dist__rpc.poll_begins);
+  unsigned seen, begun, ended;
+  dist__rpc_poll_counts(&seen, &ended);
   int woken = 0;
   long us = DIST__RPC_PARK_US;
   while (!atomic_load(&dist__rpc.stop)) {
-    unsigned begun = atomic_load(&dist__rpc.poll_begins);
+    dist__rpc_poll_counts(&begun, &ended);
     /* Not even one turn on the worker's lock while another thread polls:
      * a contended lock makes its holder wake a waiter on every release. */
-    if (begun != atomic_load(&dist__rpc.poll_ends)) {
+    if (begun != ended) {
       seen = begun;
       woken = park(us);
       if (!woken && us < DIST__RPC_PARK_MAX_US) us *= 2;
@@ -363,7 +364,6 @@ dist_status dist_rpc_init(void) {
   DIST_CHECK(dist_manager_rank(&dist__rpc.rank));
   DIST_CHECK(dist_manager_world_size(&dist__rpc.size));
   dist__rpc.timeout = dist__state.settings.timeout;
-  atomic_store(&dist__rpc.next_id, 1);
   dist_status s = DIST_SUCCESS;
   dist__rpc.ep = calloc((size_t)dist__rpc.size, sizeof *dist__rpc.ep);
   dist__rpc.dead = calloc((size_t)dist__rpc.size, sizeof *dist__rpc.dead);

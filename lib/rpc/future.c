@@ -66,13 +66,13 @@ static DIST__RPC_TLS int in_callback;
 
 int dist__future_in_callback(void) { return in_callback; }
 
-/* A future's state bits. The first completer claims it, fills the result
- * and publishes it; it settles at once (waits return), or after the `then`
+/* A future's state bits. Its one completer fills the result and publishes
+ * it; it settles at once (waits return), or after the `then`
  * callback registered meanwhile, which it runs. A waiter about to sleep sets
  * SLEEPER first, so that the settling completer knows to wake it: no lock
  * or broadcast on a call whose caller spins (they cost 25 ns a round trip,
  * bench/RESULTS.md "bench/rpc"). */
-enum { CLAIMED = 1, CB_SET = 2, PUBLISHED = 4, SETTLED = 8, SLEEPER = 16 };
+enum { CB_SET = 2, PUBLISHED = 4, SETTLED = 8, SLEEPER = 16 };
 
 static unsigned state(const dist_future *f) { return atomic_load(&((dist_future *)f)->state); }
 static int settled(const dist_future *f) { return (state(f) & SETTLED) != 0; }
@@ -85,7 +85,10 @@ static void wake_sleepers(dist_future *f) {
 
 void dist__future_complete(dist_future *f, dist_status s, const char *msg, void *body, const dist__rpc_msg *m,
                            dist_rpc_outputs *outs) {
-  if (atomic_fetch_or(&f->state, CLAIMED) & CLAIMED) { /* completed already (a failure raced a reply) */
+  /* Whoever takes a call from the in-flight table (its reply, or its
+   * failure), or the last part of a partitioned call, completes it: one
+   * completer, no claim to make. Checked all the same. */
+  if (state(f) & PUBLISHED) {
     dist__rpc_buf_put(body);
     if (outs) dist__rpc_outputs_free(outs);
     return;

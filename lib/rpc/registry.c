@@ -13,8 +13,11 @@
 #define REGISTRY_MAX 256
 static dist__rpc_fn_entry registry[REGISTRY_MAX];
 static unsigned char lens[REGISTRY_MAX]; /* each name's length: no strlen per entry on every call */
-static int registered;
-static atomic_int registry_mu; /* a spin lock: every call looks its function up */
+/* Entries are only appended, each published by the release store of the
+ * count: lookups (one a call) take no lock. Registrations take this spin
+ * lock among themselves. */
+static atomic_int registered;
+static atomic_int registry_mu;
 
 static dist_status check_name(const char *name, const char *what) {
   if (!name || !*name) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: no function name", what);
@@ -25,7 +28,8 @@ static dist_status check_name(const char *name, const char *what) {
 }
 
 static int find(const char *name, size_t len) {
-  for (int i = 0; i < registered; i++)
+  int n = atomic_load_explicit(&registered, memory_order_acquire);
+  for (int i = 0; i < n; i++)
     if (lens[i] == len && !memcmp(registry[i].name, name, len)) return i;
   return -1;
 }
@@ -37,15 +41,17 @@ dist_status dist_rpc_register(const char *name, dist_rpc_fn fn, void *user) {
   dist__rpc_spin_lock(&registry_mu);
   if (find(name, strlen(name)) >= 0)
     s = dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_rpc_register: '%s' is registered already", name);
-  else if (registered == REGISTRY_MAX)
+  else if (atomic_load(&registered) == REGISTRY_MAX)
     s = dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_rpc_register: more than %d functions", REGISTRY_MAX);
   else {
-    dist__rpc_fn_entry *e = &registry[registered];
+    int i = atomic_load(&registered);
+    dist__rpc_fn_entry *e = &registry[i];
     memset(e, 0, sizeof *e);
     snprintf(e->name, sizeof e->name, "%s", name);
     e->fn = fn;
     e->user = user;
-    lens[registered++] = (unsigned char)strlen(e->name);
+    lens[i] = (unsigned char)strlen(e->name);
+    atomic_store_explicit(&registered, i + 1, memory_order_release);
   }
   dist__rpc_spin_unlock(&registry_mu);
   return s;
@@ -56,17 +62,24 @@ dist_status dist_rpc_register_vjp(const char *name, dist_rpc_fn vjp, void *user)
   if (!vjp) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_rpc_register_vjp: '%s' has no function", name);
   dist__rpc_spin_lock(&registry_mu);
   int i = find(name, strlen(name));
-  if (i >= 0) registry[i].vjp = vjp, registry[i].vjp_user = user;
+  if (i >= 0) { /* its user first: a lookup that sees the VJP sees its user */
+    registry[i].vjp_user = user;
+    __atomic_store_n(&registry[i].vjp, vjp, __ATOMIC_RELEASE);
+  }
   dist__rpc_spin_unlock(&registry_mu);
   if (i < 0) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_rpc_register_vjp: register '%s' first", name);
   return DIST_SUCCESS;
 }
 
 dist_status dist__rpc_lookup(const char *name, size_t len, dist__rpc_fn_entry *out) {
-  dist__rpc_spin_lock(&registry_mu);
   int i = find(name, len);
-  if (i >= 0) *out = registry[i];
-  dist__rpc_spin_unlock(&registry_mu);
+  if (i >= 0) {
+    const dist__rpc_fn_entry *e = &registry[i];
+    out->fn = e->fn, out->user = e->user;
+    out->vjp = __atomic_load_n(&e->vjp, __ATOMIC_ACQUIRE);
+    out->vjp_user = e->vjp_user;
+    memcpy(out->name, e->name, (size_t)lens[i] + 1);
+  }
   if (i < 0) return dist__error(DIST_ERR_INVALID_ARGUMENT, "no function '%.*s' is registered", (int)len, name);
   return DIST_SUCCESS;
 }

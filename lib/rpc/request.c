@@ -4,6 +4,22 @@
 
 #include "rpc/rpc_internal.h"
 
+/* Call ids, unique in the process for its whole life (never reset, so a
+ * block kept across dist_rpc_shutdown and init stays unique): each thread
+ * takes a block of them at a time, one locked instruction per 4096 calls
+ * instead of one per call. */
+#define ID_BLOCK 4096
+static atomic_uint_fast64_t ids = 1;
+static DIST__RPC_TLS uint64_t next_id, end_id;
+
+static uint64_t new_id(void) {
+  if (next_id == end_id) {
+    next_id = atomic_fetch_add(&ids, ID_BLOCK);
+    end_id = next_id + ID_BLOCK;
+  }
+  return next_id++;
+}
+
 /* A call of `kind` (a function or its VJP). */
 dist_status dist__rpc_call(dist__rpc_kind kind, int to, const char *name, const dist_tensor *args, int nargs,
                            const void *opts, size_t opts_bytes, dist_future **out) {
@@ -12,7 +28,7 @@ dist_status dist__rpc_call(dist__rpc_kind kind, int to, const char *name, const 
   if (nargs) memcpy(m.t, args, sizeof *args * (size_t)nargs);
   dist_future *f = dist__future_new();
   if (!f) return dist__error(DIST_ERR_NO_MEMORY, "remote call: a future");
-  f->id = atomic_fetch_add(&dist__rpc.next_id, 1);
+  f->id = new_id();
   f->to = to;
   dist__rpc_out *o;
   dist_status s = dist__rpc_out_new(kind, f->id, DIST_SUCCESS, &m, &o);

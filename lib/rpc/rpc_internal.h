@@ -141,7 +141,7 @@ typedef struct dist__rpc_engine {
   int qstop;
   atomic_int qlen, qspin; /* jobs queued; an executor polls the worker */
   /* Polling sessions of threads other than the progress thread, begun and
-   * ended: some thread polls while they differ. */
+   * ended (state.c): some thread polls while they differ. */
   atomic_uint poll_begins, poll_ends;
   /* The progress thread parks here (not on UCX's wakeup fd, which every
    * arriving message would fire) while another thread polls the worker. */
@@ -151,7 +151,6 @@ typedef struct dist__rpc_engine {
   /* calls made here and not yet answered (futures by id): what shutdown drains */
   atomic_int fmu; /* the in-flight table's spin lock */
   dist_future *inflight;
-  atomic_uint_fast64_t next_id;
   atomic_int *arrived; /* per rank: it entered dist_rpc_shutdown */
 } dist__rpc_engine;
 
@@ -173,6 +172,9 @@ static inline int dist__rpc_spin_over(dist__rpc_spin *sp) {
   return now - sp->t0 > DIST__RPC_SPIN_US;
 }
 
+/* state.c: polling sessions begun and ended by all threads (some thread
+ * polls the worker while they differ). */
+void dist__rpc_poll_counts(unsigned *begun, unsigned *ended);
 /* state.c: a thread starts or stops polling the worker. `blocking`: it
  * stops in order to sleep until someone else progresses the worker, so the
  * progress thread is woken if it parked (engine.c). */
