@@ -277,7 +277,7 @@ static dist_status create_worker(void) {
   ucp_params_t p = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP};
   ucs_status_t st = ucp_init(&p, NULL, &dist__rpc.ctx);
   if (st != UCS_OK) return dist__rpc_ucx_error(st, "ucp_init");
-  /* Serialized, under distmgr's own lock (wmu), rather than UCX's
+  /* Serialized, under distmgr's own lock (rpc_internal.h), rather than UCX's
    * multi-threaded worker: its lock on every call cost 0.18 us a raw round
    * trip, and the threads that wait for a message only try ours
    * (dist__rpc_try_progress), where they queued for UCX's
@@ -332,7 +332,6 @@ static void teardown(void) {
   if (dist__rpc.ctx) ucp_cleanup(dist__rpc.ctx);
   dist__rpc_buf_drain();
   dist__rpc_cache_flush(); /* this thread's; the library's threads flushed theirs on exit */
-  pthread_mutex_destroy(&dist__rpc.wmu);
   pthread_mutex_destroy(&dist__rpc.pmu);
   pthread_cond_destroy(&dist__rpc.pcv);
   memset(&dist__rpc, 0, sizeof dist__rpc);
@@ -354,11 +353,6 @@ dist_status dist_rpc_init(void) {
   DIST_CHECK(dist__require_initialized("dist_rpc_init"));
   if (dist__rpc.on) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_rpc_init: remote calls are running already");
   memset(&dist__rpc, 0, sizeof dist__rpc);
-  pthread_mutexattr_t ma;
-  pthread_mutexattr_init(&ma);
-  pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
-  pthread_mutex_init(&dist__rpc.wmu, &ma);
-  pthread_mutexattr_destroy(&ma);
   pthread_mutex_init(&dist__rpc.pmu, NULL);
   pthread_cond_init(&dist__rpc.pcv, NULL);
   DIST_CHECK(dist_manager_rank(&dist__rpc.rank));

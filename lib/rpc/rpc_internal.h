@@ -125,8 +125,14 @@ typedef struct dist__rpc_engine {
   int on, rank, size;
   double timeout;
   ucp_context_h ctx;
-  ucp_worker_h worker; /* serialized: every UCX call on it holds wmu */
-  pthread_mutex_t wmu; /* recursive: UCX's callbacks may send */
+  ucp_worker_h worker; /* serialized: every UCX call on it holds the worker lock */
+  /* The worker lock (state.c): 0 free, 1 held, 2 held and a thread may
+   * sleep on it; its holder and depth (recursive: UCX's callbacks send);
+   * threads about to sleep on it, for whom pollers step aside. */
+  _Alignas(64) atomic_int wword;
+  atomic_uintptr_t wowner;
+  int wdepth;
+  atomic_int wwant;
   ucp_ep_h *ep;
   atomic_int *dead; /* per peer: its endpoint failed */
   int efd;
@@ -181,12 +187,34 @@ void dist__rpc_poll_counts(unsigned *begun, unsigned *ended);
 void dist__rpc_poll_begin(void);
 void dist__rpc_poll_end(int blocking);
 void dist__rpc_wake_progress(void);
-/* state.c: the worker's lock, and one turn of progress only if nobody else
- * holds it (for a thread that waits for a message that the holder may be
- * handling). Every UCX call on the worker holds it, except in dist_rpc_init
- * before the threads start. */
-void dist__rpc_lock(void);
-void dist__rpc_unlock(void);
+/* The worker's lock, and one turn of progress only if nobody else holds it
+ * (for a thread that waits for a message that the holder may be handling).
+ * Every UCX call on the worker holds it, except in dist_rpc_init before the
+ * threads start. Distmgr's own recursive lock, inline: a compare-and-swap to
+ * take, an exchange to give back, a futex only for a thread that has to
+ * sleep (state.c). A recursive pthread mutex cost four locked instructions
+ * and two calls a round trip more (bench/RESULTS.md, "bench/rpc"). */
+static inline int dist__rpc_trylock(void) {
+  uintptr_t me = (uintptr_t)pthread_self();
+  if (atomic_load_explicit(&dist__rpc.wowner, memory_order_relaxed) == me) return dist__rpc.wdepth++, 1;
+  int free_ = 0;
+  if (!atomic_compare_exchange_strong_explicit(&dist__rpc.wword, &free_, 1, memory_order_acquire,
+                                               memory_order_relaxed))
+    return 0;
+  atomic_store_explicit(&dist__rpc.wowner, me, memory_order_relaxed);
+  dist__rpc.wdepth = 1;
+  return 1;
+}
+void dist__rpc_lock_slow(void);
+void dist__rpc_unlock_wake(void);
+static inline void dist__rpc_lock(void) {
+  if (!dist__rpc_trylock()) dist__rpc_lock_slow();
+}
+static inline void dist__rpc_unlock(void) {
+  if (--dist__rpc.wdepth) return;
+  atomic_store_explicit(&dist__rpc.wowner, 0, memory_order_relaxed);
+  if (atomic_exchange_explicit(&dist__rpc.wword, 0, memory_order_release) == 2) dist__rpc_unlock_wake();
+}
 unsigned dist__rpc_try_progress(void);
 
 /* cache.c: a thread's free lists. get: a kept object or NULL; put: 1 when

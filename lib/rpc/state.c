@@ -1,5 +1,8 @@
 /* The one state of remote calls, shared by the files of lib/rpc. */
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "rpc/rpc_internal.h"
 
@@ -11,12 +14,36 @@ double dist__rpc_now_us(void) {
   return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
 }
 
-void dist__rpc_lock(void) { pthread_mutex_lock(&dist__rpc.wmu); }
-void dist__rpc_unlock(void) { pthread_mutex_unlock(&dist__rpc.wmu); }
+static long futex(atomic_int *word, int op, int val) {
+  return syscall(SYS_futex, (int *)word, op, val, NULL, NULL, 0);
+}
+
+/* Taken by another thread: spin a little (a turn of progress is short),
+ * then sleep on the futex, word 2 telling the holder to wake us. Pollers
+ * step aside meanwhile (wwant): they retake the lock nanoseconds after they
+ * give it back, and the woken thread would lose it to them again. */
+void dist__rpc_lock_slow(void) {
+  for (int i = 0; i < 32; i++) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if (atomic_load_explicit(&dist__rpc.wword, memory_order_relaxed) == 0 && dist__rpc_trylock()) return;
+  }
+  atomic_fetch_add(&dist__rpc.wwant, 1);
+  while (atomic_exchange_explicit(&dist__rpc.wword, 2, memory_order_acquire) != 0)
+    futex(&dist__rpc.wword, FUTEX_WAIT_PRIVATE, 2);
+  atomic_fetch_sub(&dist__rpc.wwant, 1);
+  atomic_store_explicit(&dist__rpc.wowner, (uintptr_t)pthread_self(), memory_order_relaxed);
+  dist__rpc.wdepth = 1;
+}
+
+void dist__rpc_unlock_wake(void) { futex(&dist__rpc.wword, FUTEX_WAKE_PRIVATE, 1); }
 
 /* The worker is checked under the lock: teardown clears it there. */
 unsigned dist__rpc_try_progress(void) {
-  if (pthread_mutex_trylock(&dist__rpc.wmu)) return 0;
+  if (atomic_load_explicit(&dist__rpc.wwant, memory_order_relaxed) ||
+      atomic_load_explicit(&dist__rpc.wword, memory_order_relaxed) || !dist__rpc_trylock())
+    return 0;
   unsigned n = dist__rpc.worker ? ucp_worker_progress(dist__rpc.worker) : 0;
   dist__rpc_unlock();
   return n;
