@@ -30,11 +30,13 @@ dist_status dist__rpc_call(dist__rpc_kind kind, int to, const char *name, const 
   if (!f) return dist__error(DIST_ERR_NO_MEMORY, "remote call: a future");
   f->id = new_id();
   f->to = to;
-  dist__rpc_out *o;
-  dist_status s = dist__rpc_out_new(kind, f->id, DIST_SUCCESS, &m, &o);
-  if (s) return dist__future_release(f), s;
-  dist__inflight_add(f);
-  s = dist__rpc_send(to, o, o->niov > 1); /* wait while UCX reads the arguments' own memory */
+  dist__inflight_add(f); /* before the send: its reply may come at once */
+  dist_status s = dist__rpc_send_now(to, kind, f->id, DIST_SUCCESS, &m);
+  if (s == DIST_ERR_BUFFER_TOO_SMALL) { /* the long way: a message object */
+    dist__rpc_out *o;
+    s = dist__rpc_out_new(kind, f->id, DIST_SUCCESS, &m, &o);
+    if (!s) s = dist__rpc_send(to, o, o->niov > 1); /* wait while UCX reads the arguments' own memory */
+  }
   if (s) { /* never sent: out of the table again (unless a failure took it) */
     char msg[1024];
     snprintf(msg, sizeof msg, "remote call '%s' to worker%d: %s", name, to, dist_last_error());

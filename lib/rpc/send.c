@@ -47,6 +47,17 @@ static dist__rpc_out *out_get(void) {
 
 static const unsigned char zeros[DIST__RPC_ALIGN];
 
+void dist__rpc_pack_data(char *at, const dist__rpc_msg *m, const size_t *nbytes) {
+  for (int i = 0; i < m->ntensors; i++) {
+    size_t n = nbytes[i], padded = dist__rpc_pad(n);
+    /* The padding zeroed by one fixed 16-byte store under the data
+     * (padded - n < 16), not a memset call of a variable size. */
+    if (padded) memset(at + padded - DIST__RPC_ALIGN, 0, DIST__RPC_ALIGN);
+    if (n) memcpy(at, m->t[i].data, n);
+    at += padded;
+  }
+}
+
 dist_status dist__rpc_out_new(dist__rpc_kind kind, uint64_t id, dist_status status, const dist__rpc_msg *m,
                               dist__rpc_out **out) {
   dist__rpc_out *o = out_get();
@@ -77,15 +88,7 @@ dist_status dist__rpc_out_new(dist__rpc_kind kind, uint64_t id, dist_status stat
   else o->h.caller = dist__rpc.rank;
   o->data_bytes = body_len - meta_len;
   if (packed) {
-    char *at = (char *)o->meta + meta_len;
-    for (int i = 0; i < m->ntensors; i++) {
-      size_t n = nbytes[i], padded = dist__rpc_pad(n);
-      /* The padding zeroed by one fixed 16-byte store under the data
-       * (padded - n < 16), not a memset call of a variable size. */
-      if (padded) memset(at + padded - DIST__RPC_ALIGN, 0, DIST__RPC_ALIGN);
-      if (n) memcpy(at, m->t[i].data, n);
-      at += padded;
-    }
+    dist__rpc_pack_data((char *)o->meta + meta_len, m, nbytes);
     o->iov[o->niov++] = (ucp_dt_iov_t){o->meta, body_len};
     *out = o;
     return DIST_SUCCESS;
@@ -116,7 +119,7 @@ static void sent(void *request, ucs_status_t st, void *user) {
 }
 
 /* A send UCX refused or failed: the peer's memory or connection is gone. */
-static dist_status unreachable(int to, ucs_status_t st) {
+dist_status dist__rpc_unreachable(int to, ucs_status_t st) {
   atomic_store(&dist__rpc.dead[to], 1);
   return dist__error(DIST_ERR_ABORTED, "worker%d cannot be reached (UCX: %s): it left or died", to,
                      ucs_status_string(st));
@@ -153,7 +156,7 @@ dist_status dist__rpc_send(int to, dist__rpc_out *o, int wait) {
   }
   if (UCS_PTR_IS_ERR(r)) {
     dist__rpc_out_free(o);
-    return unreachable(to, UCS_PTR_STATUS(r));
+    return dist__rpc_unreachable(to, UCS_PTR_STATUS(r));
   }
   ucp_worker_signal(dist__rpc.worker); /* the progress thread moves it on */
   /* UCX calls `sent` only for a request not freed before it completes. */
@@ -171,6 +174,6 @@ dist_status dist__rpc_send(int to, dist__rpc_out *o, int wait) {
   ucp_request_free(r);
   dist__rpc_unlock();
   dist__rpc_out_free(o);
-  return st == UCS_OK ? DIST_SUCCESS : unreachable(to, st);
+  return st == UCS_OK ? DIST_SUCCESS : dist__rpc_unreachable(to, st);
 }
 

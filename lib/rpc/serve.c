@@ -47,8 +47,16 @@ static void serve(dist__rpc_job *j) {
     reply.ntensors = outs.n;
     memcpy(reply.t, outs.t, sizeof outs.t[0] * (size_t)outs.n);
   }
-  dist__rpc_out *o = NULL;
-  dist_status e2 = dist__rpc_out_new(DIST__RPC_REPLY, j->h.call_id, s, &reply, &o);
+  int to = j->h.caller >= 0 && j->h.caller < dist__rpc.size ? j->h.caller : -1;
+  dist_status e2 = to < 0 ? DIST_ERR_BUFFER_TOO_SMALL : dist__rpc_send_now(to, DIST__RPC_REPLY, j->h.call_id, s, &reply);
+  if (e2 == DIST_SUCCESS || e2 == DIST_ERR_ABORTED) { /* sent, or the caller is gone: nobody to tell */
+    dist__rpc_outputs_free(&outs);
+    dist__rpc_buf_put(j->body);
+    if (!dist__rpc_cache_put(DIST__RPC_CACHE_JOB, j, free)) free(j);
+    return;
+  }
+  dist__rpc_out *o = NULL; /* the long way (large, or the answer does not encode: said below) */
+  e2 = dist__rpc_out_new(DIST__RPC_REPLY, j->h.call_id, s, &reply, &o);
   if (e2) { /* the outputs do not fit a message: say so instead */
     dist__rpc_outputs_free(&outs);
     snprintf(msg, sizeof msg, "worker%d: its answer: %s", dist__rpc.rank, dist_last_error());

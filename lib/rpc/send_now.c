@@ -1,0 +1,40 @@
+/* Small messages sent at once from the sender's stack. Most calls and
+ * replies are a few hundred bytes, which UCX's short and copy protocols send
+ * before ucp_am_send_nbx returns: no message object to take from the cache,
+ * fill, keep and give back (25-30 ns a message, bench/RESULTS.md
+ * "bench/rpc"). UCX is told to fail rather than keep the buffer
+ * (UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL); then the message goes the long way. */
+#include <string.h>
+
+#include "core/fault.h"
+#include "rpc/rpc_internal.h"
+
+#define NOW_MAX 256 /* bytes of a body sent from the stack */
+
+dist_status dist__rpc_send_now(int to, dist__rpc_kind kind, uint64_t id, dist_status status, const dist__rpc_msg *m) {
+  /* Fault injection (tests) lives on the long way. */
+  if (dist__fault_site || atomic_load_explicit(&dist__rpc.dead[to], memory_order_relaxed))
+    return DIST_ERR_BUFFER_TOO_SMALL;
+  _Alignas(DIST__RPC_ALIGN) unsigned char body[NOW_MAX];
+  size_t meta_len, body_len, nbytes[DIST_RPC_MAX_ARGS];
+  dist_status s = dist__rpc_encode_meta_n(m, body, sizeof body, &meta_len, &body_len, nbytes);
+  if (s || body_len > sizeof body) return s ? s : DIST_ERR_BUFFER_TOO_SMALL;
+  dist__rpc_pack_data((char *)body + meta_len, m, nbytes);
+  dist__rpc_header h = {.magic = DIST__RPC_MAGIC, .version = DIST__RPC_VERSION, .kind = (uint8_t)kind, .call_id = id};
+  if (kind == DIST__RPC_REPLY) h.status = status;
+  else h.caller = dist__rpc.rank;
+  ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL};
+  dist__rpc_lock();
+  ucs_status_ptr_t r = ucp_am_send_nbx(dist__rpc.ep[to], DIST__RPC_AM_ID, &h, sizeof h, body, body_len, &p);
+  /* A request despite the flag: the stack buffer must outlive it. */
+  if (r && !UCS_PTR_IS_ERR(r)) {
+    while (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_worker_progress(dist__rpc.worker);
+    ucs_status_t st = ucp_request_check_status(r);
+    ucp_request_free(r);
+    r = st == UCS_OK ? NULL : UCS_STATUS_PTR(st);
+  }
+  dist__rpc_unlock();
+  if (r == NULL) return DIST_SUCCESS;
+  if (UCS_PTR_STATUS(r) == UCS_ERR_NO_RESOURCE) return DIST_ERR_BUFFER_TOO_SMALL;
+  return dist__rpc_unreachable(to, UCS_PTR_STATUS(r));
+}
