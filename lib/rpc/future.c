@@ -139,10 +139,12 @@ static dist_status wait_done(dist_future *f, const char *what) {
    * then sleeps until the progress thread completes the call. */
   dist__rpc_spin sp = {0, 0};
   dist__rpc_poll_begin();
+  int held = 0;
   while (!settled(f)) {
-    dist__rpc_try_progress();
+    dist__rpc_poll_turn(&held);
     if (dist__rpc_spin_over(&sp)) break;
   }
+  dist__rpc_poll_release(&held);
   int done = settled(f);
   dist__rpc_poll_end(!done); /* about to sleep: the progress thread takes over */
   if (done) return DIST_SUCCESS;

@@ -216,6 +216,31 @@ static inline void dist__rpc_unlock(void) {
   if (atomic_exchange_explicit(&dist__rpc.wword, 0, memory_order_release) == 2) dist__rpc_unlock_wake();
 }
 unsigned dist__rpc_try_progress(void);
+/* A spinning thread's turn of progress: it keeps the worker lock from one
+ * turn to the next (*held), rather than a compare-and-swap and an exchange
+ * each turn, and gives it up as soon as another thread waits for it (wwant).
+ * dist__rpc_poll_release gives it up at the end of the spin. */
+static inline void dist__rpc_poll_turn(int *held) {
+  if (!*held) {
+    if (atomic_load_explicit(&dist__rpc.wwant, memory_order_relaxed) ||
+        atomic_load_explicit(&dist__rpc.wword, memory_order_relaxed) || !dist__rpc_trylock())
+      return;
+    if (!dist__rpc.worker) { /* torn down (teardown clears it under the lock) */
+      dist__rpc_unlock();
+      return;
+    }
+    *held = 1;
+  }
+  ucp_worker_progress(dist__rpc.worker);
+  if (atomic_load_explicit(&dist__rpc.wwant, memory_order_relaxed)) {
+    dist__rpc_unlock();
+    *held = 0;
+  }
+}
+static inline void dist__rpc_poll_release(int *held) {
+  if (*held) dist__rpc_unlock();
+  *held = 0;
+}
 
 /* cache.c: a thread's free lists. get: a kept object or NULL; put: 1 when
  * kept, 0 when the caller must destroy it itself. Kept objects are destroyed

@@ -113,10 +113,12 @@ static void spin_for_work(void) {
   polling = 1;
   dist__rpc_job *const *mine = &handed; /* one TLS look-up, not one a turn */
   dist__rpc_spin sp = {0, 0};
+  int held = 0;
   while (!*mine && !atomic_load(&dist__rpc.qlen) && !dist__rpc.qstop) {
-    dist__rpc_try_progress();
+    dist__rpc_poll_turn(&held);
     if (dist__rpc_spin_over(&sp)) break;
   }
+  dist__rpc_poll_release(&held);
   polling = 0;
   atomic_store(&dist__rpc.qspin, 0);
   /* Requests queued while it spun woke nobody: one of them must not wait for

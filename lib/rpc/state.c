@@ -18,23 +18,26 @@ static long futex(atomic_int *word, int op, int val) {
   return syscall(SYS_futex, (int *)word, op, val, NULL, NULL, 0);
 }
 
-/* Taken by another thread: spin a little (a turn of progress is short),
- * then sleep on the futex, word 2 telling the holder to wake us. Pollers
- * step aside meanwhile (wwant): they retake the lock nanoseconds after they
- * give it back, and the woken thread would lose it to them again. */
+/* Taken by another thread: say so (wwant: pollers step aside, and a
+ * spinning thread that keeps the lock between its turns gives it up within
+ * a turn, dist__rpc_poll_turn), spin a little, then sleep on the futex,
+ * word 2 telling the holder to wake us. */
 void dist__rpc_lock_slow(void) {
-  for (int i = 0; i < 32; i++) {
+  atomic_fetch_add(&dist__rpc.wwant, 1);
+  int got = 0;
+  for (int i = 0; i < 256 && !got; i++) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
-    if (atomic_load_explicit(&dist__rpc.wword, memory_order_relaxed) == 0 && dist__rpc_trylock()) return;
+    got = atomic_load_explicit(&dist__rpc.wword, memory_order_relaxed) == 0 && dist__rpc_trylock();
   }
-  atomic_fetch_add(&dist__rpc.wwant, 1);
-  while (atomic_exchange_explicit(&dist__rpc.wword, 2, memory_order_acquire) != 0)
-    futex(&dist__rpc.wword, FUTEX_WAIT_PRIVATE, 2);
+  if (!got) {
+    while (atomic_exchange_explicit(&dist__rpc.wword, 2, memory_order_acquire) != 0)
+      futex(&dist__rpc.wword, FUTEX_WAIT_PRIVATE, 2);
+    atomic_store_explicit(&dist__rpc.wowner, (uintptr_t)pthread_self(), memory_order_relaxed);
+    dist__rpc.wdepth = 1;
+  }
   atomic_fetch_sub(&dist__rpc.wwant, 1);
-  atomic_store_explicit(&dist__rpc.wowner, (uintptr_t)pthread_self(), memory_order_relaxed);
-  dist__rpc.wdepth = 1;
 }
 
 void dist__rpc_unlock_wake(void) { futex(&dist__rpc.wword, FUTEX_WAKE_PRIVATE, 1); }
