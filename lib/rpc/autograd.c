@@ -31,7 +31,7 @@ struct dist_autograd_ctx {
   dist_status failed; /* a recording that could not be kept */
 };
 
-static _Thread_local dist_autograd_ctx *current;
+static DIST__RPC_TLS dist_autograd_ctx *current; /* read on every call */
 
 dist_status dist_autograd_begin(dist_autograd_ctx **ctx) {
   if (!ctx) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_autograd_begin: NULL context pointer");

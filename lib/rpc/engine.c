@@ -88,6 +88,10 @@ static ucs_status_t on_message(void *arg, const void *header, size_t header_leng
     dist_log(DIST_LOG_WARN, "remote call: dropped a message: %s", dist_last_error());
     return UCS_OK;
   }
+  if (h.kind != DIST__RPC_REPLY && length <= DIST__RPC_JOB_INLINE && !(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+    dist__rpc_enqueue_copy(&h, data, length); /* a small request: into its job */
+    return UCS_OK;
+  }
   void *body = length <= DIST__RPC_BODY_MAX ? dist__rpc_buf_get(length) : NULL;
   if (!body) {
     if (length <= DIST__RPC_BODY_MAX) lost(&h, length, DIST_ERR_NO_MEMORY, "out of memory");

@@ -46,11 +46,13 @@ static void destroy_mem(void *p) {
 }
 
 static void future_destroy(dist_future *f) {
-  for (int i = 0; i < f->nparts; i++) dist_future_free(f->parts[i]);
-  free(f->parts);
-  dist__rpc_outputs_free(&f->outs);
+  if (f->parts) { /* a partitioned call's: a plain one makes no call here but the cache's */
+    for (int i = 0; i < f->nparts; i++) dist_future_free(f->parts[i]);
+    free(f->parts);
+  }
+  if (f->outs.n) dist__rpc_outputs_free(&f->outs);
   dist__rpc_buf_put(f->body);
-  free(f->msg);
+  if (f->msg) free(f->msg);
   if (!dist__rpc_cache_put(DIST__RPC_CACHE_FUTURE, f, destroy_mem)) destroy_mem(f);
 }
 

@@ -113,12 +113,15 @@ typedef struct dist__rpc_fn_entry {
   void *user, *vjp_user;
 } dist__rpc_fn_entry;
 
-/* An incoming request for an executor. */
+/* An incoming request for an executor. A small body is copied into the job
+ * itself (no buffer to take and give back, serve.c). */
+#define DIST__RPC_JOB_INLINE 256
 typedef struct dist__rpc_job {
   dist__rpc_header h;
   void *body; /* NULL: it could not be received (answered with an error) */
   size_t len;
   struct dist__rpc_job *next;
+  _Alignas(DIST__RPC_ALIGN) unsigned char inline_body[DIST__RPC_JOB_INLINE];
 } dist__rpc_job;
 
 typedef struct dist__rpc_engine {
@@ -335,6 +338,8 @@ dist_status dist__rpc_send_now(int to, dist__rpc_kind kind, uint64_t id, dist_st
 
 /* serve.c: a request to run (on an executor) */
 void dist__rpc_enqueue(const dist__rpc_header *h, void *body, size_t len);
+/* The same for a body of up to DIST__RPC_JOB_INLINE bytes, copied from `data`. */
+void dist__rpc_enqueue_copy(const dist__rpc_header *h, const void *data, size_t len);
 dist_status dist__rpc_exec_start(void);
 void dist__rpc_exec_stop(void);
 

@@ -9,6 +9,8 @@
 
 /* ---- running a request -------------------------------------------------------------- */
 
+static void job_free(dist__rpc_job *j);
+
 /* Runs the request in job j and sends its reply: outputs, or a status and a
  * message that names this worker. */
 static void serve(dist__rpc_job *j) {
@@ -51,8 +53,7 @@ static void serve(dist__rpc_job *j) {
   dist_status e2 = to < 0 ? DIST_ERR_BUFFER_TOO_SMALL : dist__rpc_send_now(to, DIST__RPC_REPLY, j->h.call_id, s, &reply);
   if (e2 == DIST_SUCCESS || e2 == DIST_ERR_ABORTED) { /* sent, or the caller is gone: nobody to tell */
     dist__rpc_outputs_free(&outs);
-    dist__rpc_buf_put(j->body);
-    if (!dist__rpc_cache_put(DIST__RPC_CACHE_JOB, j, free)) free(j);
+    job_free(j);
     return;
   }
   dist__rpc_out *o = NULL; /* the long way (large, or the answer does not encode: said below) */
@@ -67,8 +68,7 @@ static void serve(dist__rpc_job *j) {
   }
   if (o && j->h.caller >= 0 && j->h.caller < dist__rpc.size) dist__rpc_send(j->h.caller, o, 0);
   else dist__rpc_out_free(o);
-  dist__rpc_buf_put(j->body);
-  if (!dist__rpc_cache_put(DIST__RPC_CACHE_JOB, j, free)) free(j);
+  job_free(j);
 }
 
 /* The executor that polls the worker keeps a request it received itself
@@ -76,18 +76,43 @@ static void serve(dist__rpc_job *j) {
 static DIST__RPC_TLS int polling;
 static DIST__RPC_TLS dist__rpc_job *handed;
 
-void dist__rpc_enqueue(const dist__rpc_header *h, void *body, size_t len) {
+static dist__rpc_job *job_new(const dist__rpc_header *h) {
   dist__rpc_job *j = dist__rpc_cache_get(DIST__RPC_CACHE_JOB);
   if (!j) j = malloc(sizeof *j);
   if (!j) { /* no memory to answer with either: its caller's DIST_TIMEOUT ends it */
-    dist__rpc_buf_put(body);
     dist_log(DIST_LOG_WARN, "remote call: dropped a request from worker%d: out of memory", (int)h->caller);
-    return;
+    return NULL;
   }
   j->h = *h;
+  j->next = NULL;
+  return j;
+}
+
+static void job_free(dist__rpc_job *j) {
+  if (j->body != j->inline_body) dist__rpc_buf_put(j->body);
+  if (!dist__rpc_cache_put(DIST__RPC_CACHE_JOB, j, free)) free(j);
+}
+
+static void push(dist__rpc_job *j);
+
+void dist__rpc_enqueue(const dist__rpc_header *h, void *body, size_t len) {
+  dist__rpc_job *j = job_new(h);
+  if (!j) return dist__rpc_buf_put(body);
   j->body = body;
   j->len = len;
-  j->next = NULL;
+  push(j);
+}
+
+void dist__rpc_enqueue_copy(const dist__rpc_header *h, const void *data, size_t len) {
+  dist__rpc_job *j = job_new(h);
+  if (!j) return;
+  if (len) memcpy(j->inline_body, data, len);
+  j->body = j->inline_body;
+  j->len = len;
+  push(j);
+}
+
+static void push(dist__rpc_job *j) {
   if (polling && !handed) {
     handed = j;
     return;
@@ -176,7 +201,7 @@ void dist__rpc_exec_stop(void) {
   pthread_mutex_unlock(&dist__rpc.qmu);
   for (int i = 0; i < dist__rpc.nexec; i++) pthread_join(dist__rpc.exec[i], NULL);
   dist__rpc.nexec = 0;
-  for (dist__rpc_job *j = dist__rpc.qhead, *n; j; j = n) n = j->next, dist__rpc_buf_put(j->body), free(j);
+  for (dist__rpc_job *j = dist__rpc.qhead, *n; j; j = n) n = j->next, job_free(j);
   dist__rpc.qhead = dist__rpc.qtail = NULL;
   pthread_mutex_destroy(&dist__rpc.qmu);
   pthread_cond_destroy(&dist__rpc.qcv);
