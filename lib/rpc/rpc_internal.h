@@ -326,14 +326,12 @@ void dist__rpc_out_free(dist__rpc_out *o);
 /* send.c: the tensors' data of m, each padded, at `at` (nbytes: each one's
  * bytes, from dist__rpc_encode_meta_n). */
 void dist__rpc_pack_data(char *at, const dist__rpc_msg *m, const size_t *nbytes);
-/* send.c: marks `to` dead and says so (a send UCX refused or failed). */
-dist_status dist__rpc_unreachable(int to, ucs_status_t st);
 /* send_now.c: kind/id/status and m in one go from this thread's stack, when
  * the message is small and UCX completes the send at once: no message
  * object, no completion. DIST_ERR_BUFFER_TOO_SMALL (no message set) when it
- * is not such a message: send it with dist__rpc_out_new and dist__rpc_send.
- * Otherwise the encoder's error (m does not encode), or DIST_ERR_ABORTED
- * (`to` cannot be reached). */
+ * is not such a message, or UCX did not send it at once: send it with
+ * dist__rpc_out_new and dist__rpc_send. Otherwise the encoder's error (m
+ * does not encode). */
 dist_status dist__rpc_send_now(int to, dist__rpc_kind kind, uint64_t id, dist_status status, const dist__rpc_msg *m);
 
 /* serve.c: a request to run (on an executor) */

@@ -119,7 +119,7 @@ static void sent(void *request, ucs_status_t st, void *user) {
 }
 
 /* A send UCX refused or failed: the peer's memory or connection is gone. */
-dist_status dist__rpc_unreachable(int to, ucs_status_t st) {
+static dist_status unreachable(int to, ucs_status_t st) {
   atomic_store(&dist__rpc.dead[to], 1);
   return dist__error(DIST_ERR_ABORTED, "worker%d cannot be reached (UCX: %s): it left or died", to,
                      ucs_status_string(st));
@@ -156,7 +156,7 @@ dist_status dist__rpc_send(int to, dist__rpc_out *o, int wait) {
   }
   if (UCS_PTR_IS_ERR(r)) {
     dist__rpc_out_free(o);
-    return dist__rpc_unreachable(to, UCS_PTR_STATUS(r));
+    return unreachable(to, UCS_PTR_STATUS(r));
   }
   ucp_worker_signal(dist__rpc.worker); /* the progress thread moves it on */
   /* UCX calls `sent` only for a request not freed before it completes. */
@@ -174,6 +174,6 @@ dist_status dist__rpc_send(int to, dist__rpc_out *o, int wait) {
   ucp_request_free(r);
   dist__rpc_unlock();
   dist__rpc_out_free(o);
-  return st == UCS_OK ? DIST_SUCCESS : dist__rpc_unreachable(to, st);
+  return st == UCS_OK ? DIST_SUCCESS : unreachable(to, st);
 }
 
