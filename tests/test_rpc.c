@@ -424,6 +424,8 @@ static void test_errors(void) {
   CU_ASSERT_EQUAL(dist_rpc_call_async(0, "echo", &odd, 1, NULL, 0, &f), DIST_ERR_INVALID_ARGUMENT);
   CU_ASSERT_EQUAL(dist_rpc_register("scale", fn_scale, NULL), DIST_ERR_INVALID_ARGUMENT); /* twice */
   CU_ASSERT_EQUAL(dist_rpc_register_vjp("never_registered", fn_affine_vjp, NULL), DIST_ERR_INVALID_ARGUMENT);
+  CU_ASSERT_EQUAL(dist_rpc_register_vjp("affine", fn_affine_vjp, NULL), DIST_ERR_INVALID_ARGUMENT); /* twice */
+  CU_ASSERT(strstr(dist_last_error(), "'affine' has a VJP already") != NULL);
   CU_ASSERT_EQUAL(dist_future_wait(NULL), DIST_ERR_INVALID_ARGUMENT);
   /* worker names */
   int r = -1;

@@ -86,7 +86,8 @@ dist_status dist_rpc_register(const char *name, dist_rpc_fn fn, void *user);
 /* The vector-Jacobian product of a registered function, for distributed
  * autograd: `in` holds the forward's arguments and then the gradients of its
  * outputs (nargs + nouts tensors, opts the forward's); it adds one output
- * per forward argument, the gradient with respect to it (same shape). */
+ * per forward argument, the gradient with respect to it (same shape). Once
+ * per function, as dist_rpc_register: a second one is an error. */
 dist_status dist_rpc_register_vjp(const char *name, dist_rpc_fn vjp, void *user);
 
 /* Collective: every rank has registered the same names. An error names the

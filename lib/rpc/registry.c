@@ -61,13 +61,16 @@ dist_status dist_rpc_register_vjp(const char *name, dist_rpc_fn vjp, void *user)
   DIST_CHECK(check_name(name, "dist_rpc_register_vjp"));
   if (!vjp) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_rpc_register_vjp: '%s' has no function", name);
   dist__rpc_spin_lock(&registry_mu);
-  int i = find(name, strlen(name));
-  if (i >= 0) { /* its user first: a lookup that sees the VJP sees its user */
+  int i = find(name, strlen(name)), had = i >= 0 && registry[i].vjp;
+  if (i >= 0 && !had) { /* its user first: a lookup that sees the VJP sees its user */
     registry[i].vjp_user = user;
     __atomic_store_n(&registry[i].vjp, vjp, __ATOMIC_RELEASE);
   }
   dist__rpc_spin_unlock(&registry_mu);
   if (i < 0) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_rpc_register_vjp: register '%s' first", name);
+  /* Once, as the function itself: lookups take no lock, and a second pair
+   * could be read half old, half new by a call running meanwhile. */
+  if (had) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_rpc_register_vjp: '%s' has a VJP already", name);
   return DIST_SUCCESS;
 }
 

@@ -34,8 +34,9 @@
 
 /* The thread-locals that every call reads: initial-exec, a plain load off
  * the thread pointer instead of a __tls_get_addr call each (6 % of a call's
- * path, bench/RESULTS.md "bench/rpc"). They take 24 bytes of the static TLS
- * room that glibc keeps for libraries loaded by dlopen (Python's ctypes). */
+ * path, bench/RESULTS.md "bench/rpc"). They take about 60 bytes of the
+ * static TLS room that glibc keeps for libraries loaded by dlopen (Python's
+ * ctypes). */
 #define DIST__RPC_TLS __attribute__((tls_model("initial-exec"))) _Thread_local
 
 /* A lock for the short critical sections that every call passes (the
@@ -149,9 +150,6 @@ typedef struct dist__rpc_engine {
   dist__rpc_job *qhead, *qtail;
   int qstop;
   atomic_int qlen, qspin; /* jobs queued; an executor polls the worker */
-  /* Polling sessions of threads other than the progress thread, begun and
-   * ended (state.c): some thread polls while they differ. */
-  atomic_uint poll_begins, poll_ends;
   /* The progress thread parks here (not on UCX's wakeup fd, which every
    * arriving message would fire) while another thread polls the worker. */
   pthread_mutex_t pmu;

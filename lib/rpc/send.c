@@ -161,6 +161,11 @@ dist_status dist__rpc_send(int to, dist__rpc_out *o, int wait) {
   ucp_worker_signal(dist__rpc.worker); /* the progress thread moves it on */
   /* UCX calls `sent` only for a request not freed before it completes. */
   if (!wait) return DIST_SUCCESS;
+  /* A thread that holds the worker lock here (no path does today) moves it
+   * on itself: pollers, this one's turns included, give up while the lock is
+   * held (state.c), and nobody else could. */
+  if (atomic_load_explicit(&dist__rpc.wowner, memory_order_relaxed) == (uintptr_t)pthread_self())
+    while (!__atomic_load_n(&o->done, __ATOMIC_ACQUIRE)) ucp_worker_progress(dist__rpc.worker);
   /* Move it on ourselves first (a rendezvous send waits for the receiver's
    * fetch): no hand-off to the progress thread for a send that is quick. */
   dist__rpc_poll_begin();

@@ -12,8 +12,11 @@
 #define NOW_MAX 256 /* bytes of a body sent from the stack */
 
 dist_status dist__rpc_send_now(int to, dist__rpc_kind kind, uint64_t id, dist_status status, const dist__rpc_msg *m) {
-  /* Fault injection (tests) lives on the long way. */
-  if (dist__fault_site || atomic_load_explicit(&dist__rpc.dead[to], memory_order_relaxed))
+  /* Fault injection (tests) lives on the long way; so does a message sent
+   * from a completion callback, whose thread may be inside the worker's
+   * progress (the unlikely wait below must not progress it again). */
+  if (dist__fault_site || atomic_load_explicit(&dist__rpc.dead[to], memory_order_relaxed) ||
+      dist__future_in_callback())
     return DIST_ERR_BUFFER_TOO_SMALL;
   _Alignas(DIST__RPC_ALIGN) unsigned char body[NOW_MAX];
   size_t meta_len, body_len, nbytes[DIST_RPC_MAX_ARGS];
@@ -26,7 +29,8 @@ dist_status dist__rpc_send_now(int to, dist__rpc_kind kind, uint64_t id, dist_st
   ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL};
   dist__rpc_lock();
   ucs_status_ptr_t r = ucp_am_send_nbx(dist__rpc.ep[to], DIST__RPC_AM_ID, &h, sizeof h, body, body_len, &p);
-  /* A request despite the flag: the stack buffer must outlive it. */
+  /* A request despite the flag (UCX says it does not happen): the stack
+   * buffer must outlive it. */
   if (r && !UCS_PTR_IS_ERR(r)) {
     while (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_worker_progress(dist__rpc.worker);
     ucs_status_t st = ucp_request_check_status(r);

@@ -54,7 +54,7 @@ unsigned dist__rpc_try_progress(void) {
 
 /* Each polling thread counts its sessions in a cache line of its own, with
  * plain stores: a shared counter took two locked instructions per wait, four
- * a round trip. Threads beyond the slots share the engine's counters. The
+ * a round trip. Threads beyond the slots share one pair of counters. The
  * progress thread sums them when it wakes (engine.c). */
 #define POLL_SLOTS 64
 typedef struct poll_slot {
@@ -62,6 +62,9 @@ typedef struct poll_slot {
   atomic_uint ends;
 } poll_slot;
 static poll_slot slots[POLL_SLOTS];
+/* The threads beyond the slots: counted here, never reset either (a session
+ * that spans dist_rpc_shutdown and init stays balanced). */
+static poll_slot shared;
 static atomic_int nslots;
 static DIST__RPC_TLS poll_slot *mine; /* NULL: not assigned yet */
 static DIST__RPC_TLS int no_slot;
@@ -81,11 +84,11 @@ static void bump(atomic_uint *c) {
 void dist__rpc_poll_begin(void) {
   poll_slot *s = my_slot();
   if (s) bump(&s->begins);
-  else atomic_fetch_add(&dist__rpc.poll_begins, 1);
+  else atomic_fetch_add(&shared.begins, 1);
 }
 
 void dist__rpc_poll_counts(unsigned *begun, unsigned *ended) {
-  unsigned b = atomic_load(&dist__rpc.poll_begins), e = atomic_load(&dist__rpc.poll_ends);
+  unsigned b = atomic_load(&shared.begins), e = atomic_load(&shared.ends);
   int n = atomic_load(&nslots);
   for (int i = 0; i < n && i < POLL_SLOTS; i++) {
     unsigned sb = atomic_load_explicit(&slots[i].begins, memory_order_acquire);
@@ -105,6 +108,6 @@ void dist__rpc_wake_progress(void) {
 void dist__rpc_poll_end(int blocking) {
   poll_slot *s = my_slot();
   if (s) bump(&s->ends);
-  else atomic_fetch_add(&dist__rpc.poll_ends, 1);
+  else atomic_fetch_add(&shared.ends, 1);
   if (blocking) dist__rpc_wake_progress();
 }
