@@ -32,12 +32,12 @@
 #define DIST__RPC_SMALL 256
 #define DIST__RPC_MEDIUM 4096
 
-/* The thread-locals that every call reads: initial-exec, a plain load off
- * the thread pointer instead of a __tls_get_addr call each (6 % of a call's
- * path, bench/RESULTS.md "bench/rpc"). They take about 60 bytes of the
- * static TLS room that glibc keeps for libraries loaded by dlopen (Python's
- * ctypes). */
-#define DIST__RPC_TLS __attribute__((tls_model("initial-exec"))) _Thread_local
+/* The thread-locals that every call reads. Global-dynamic, as every
+ * thread-local of the library: one initial-exec variable marks the whole
+ * library STATIC_TLS, and its 1.6 KB TLS block then no longer fits glibc's
+ * static TLS room when Python loads it with ctypes after torch
+ * (tests/torchrun.sh: "cannot allocate memory in static TLS block"). */
+#define DIST__RPC_TLS _Thread_local
 
 /* A lock for the short critical sections that every call passes (the
  * in-flight table, the registry): a pthread mutex's lock and unlock cost
