@@ -31,20 +31,19 @@ struct dist_autograd_ctx {
   dist_status failed; /* a recording that could not be kept */
 };
 
-static DIST__RPC_TLS dist_autograd_ctx *current; /* read on every call */
 
 dist_status dist_autograd_begin(dist_autograd_ctx **ctx) {
   if (!ctx) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_autograd_begin: NULL context pointer");
-  if (current) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_autograd_begin: a context is recording on this thread");
+  if (dist__rpc_me.autograd) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_autograd_begin: a context is recording on this thread");
   *ctx = calloc(1, sizeof **ctx);
   if (!*ctx) return dist__error(DIST_ERR_NO_MEMORY, "dist_autograd_begin");
-  current = *ctx;
+  dist__rpc_me.autograd = *ctx;
   return DIST_SUCCESS;
 }
 
 dist_status dist_autograd_end(dist_autograd_ctx *ctx) {
-  if (!ctx || ctx != current) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_autograd_end: not this thread's recording context");
-  current = NULL;
+  if (!ctx || ctx != dist__rpc_me.autograd) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_autograd_end: not this thread's recording context");
+  dist__rpc_me.autograd = NULL;
   return ctx->failed ? dist__error(ctx->failed, "dist_autograd_end: a call could not be recorded (out of memory)") : DIST_SUCCESS;
 }
 
@@ -56,7 +55,7 @@ static void *dup_bytes(const void *p, size_t n) {
 
 void dist__autograd_record(int to, const char *name, const dist_tensor *args, int nargs, const void *opts,
                            size_t opts_bytes, dist_future *f) {
-  dist_autograd_ctx *c = current;
+  dist_autograd_ctx *c = dist__rpc_me.autograd;
   if (!c) return;
   dist__rpc_fn_entry e;
   if (dist__rpc_lookup(name, strlen(name), &e) || !e.vjp) return; /* not differentiable: not recorded */
@@ -125,7 +124,7 @@ static dist_status accumulate(dist_autograd_ctx *c, const void *key, const dist_
 dist_status dist_autograd_backward(dist_autograd_ctx *ctx, const dist_tensor *roots, const dist_tensor *grads, int n) {
   if (!ctx || n < 0 || (n && (!roots || !grads)))
     return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_autograd_backward: NULL context or roots");
-  if (ctx == current) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_autograd_backward: end the recording first");
+  if (ctx == dist__rpc_me.autograd) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_autograd_backward: end the recording first");
   for (int i = 0; i < n; i++) {
     if (!same_shape(&roots[i], &grads[i]))
       return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_autograd_backward: root %d and its gradient differ in dtype or shape", i);
@@ -187,7 +186,7 @@ dist_status dist_autograd_grad(const dist_autograd_ctx *ctx, const dist_tensor *
 
 void dist_autograd_free(dist_autograd_ctx *ctx) {
   if (!ctx) return;
-  if (ctx == current) current = NULL;
+  if (ctx == dist__rpc_me.autograd) dist__rpc_me.autograd = NULL;
   for (int k = 0; k < ctx->nrec; k++) {
     for (int i = 0; i < ctx->rec[k].nargs; i++) free(ctx->rec[k].args[i].data);
     free(ctx->rec[k].opts);

@@ -64,9 +64,8 @@ void dist_future_free(dist_future *f) {
   if (f) dist__future_release(f);
 }
 
-static DIST__RPC_TLS int in_callback;
 
-int dist__future_in_callback(void) { return in_callback; }
+int dist__future_in_callback(void) { return dist__rpc_me.in_callback; }
 
 /* A future's state bits. Its one completer fills the result and publishes
  * it; it settles at once (waits return), or after the `then`
@@ -119,9 +118,9 @@ void dist__future_complete(dist_future *f, dist_status s, const char *msg, void 
     return;
   }
   atomic_fetch_add(&f->refs, 1); /* the callback's own hold */
-  in_callback++;
+  dist__rpc_me.in_callback++;
   f->then(f, f->then_user);
-  in_callback--;
+  dist__rpc_me.in_callback--;
   if (atomic_fetch_or(&f->state, SETTLED) & SLEEPER) wake_sleepers(f);
   dist__future_release(f);
 }
@@ -133,7 +132,7 @@ static dist_status wait_done(dist_future *f, const char *what) {
   if (!f) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: NULL future", what);
   /* In a completion callback this thread may hold the worker inside its
    * progress: nobody could move the reply (rpc.h: do not wait in it). */
-  if (in_callback && !settled(f))
+  if (dist__rpc_me.in_callback && !settled(f))
     return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: waiting inside a dist_future_then callback (it runs where "
                                                    "replies are received; wait outside it)", what);
   /* The waiter progresses the worker itself for a while (its reply is then
@@ -201,7 +200,7 @@ dist_status dist_future_wait_any(dist_future *const *fs, int n, int *index) {
   for (long spin = 0;; spin++) {
     for (int i = 0; i < n; i++)
       if (settled(fs[i])) return *index = i, DIST_SUCCESS;
-    if (in_callback) /* as wait_done: nothing could complete them */
+    if (dist__rpc_me.in_callback) /* as wait_done: nothing could complete them */
       return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_future_wait_any: waiting inside a dist_future_then callback");
     if (dist__rpc.timeout > 0 && dist__rpc_now_us() - t0 > dist__rpc.timeout * 1e6)
       return dist__error(DIST_ERR_TIMEOUT, "dist_future_wait_any: none of %d calls completed within DIST_TIMEOUT", n);

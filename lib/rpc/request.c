@@ -10,14 +10,14 @@
  * instead of one per call. */
 #define ID_BLOCK 4096
 static atomic_uint_fast64_t ids = 1;
-static DIST__RPC_TLS uint64_t next_id, end_id;
 
 static uint64_t new_id(void) {
-  if (next_id == end_id) {
-    next_id = atomic_fetch_add(&ids, ID_BLOCK);
-    end_id = next_id + ID_BLOCK;
+  dist__rpc_thread *me = &dist__rpc_me;
+  if (me->next_id == me->end_id) {
+    me->next_id = atomic_fetch_add(&ids, ID_BLOCK);
+    me->end_id = me->next_id + ID_BLOCK;
   }
-  return next_id++;
+  return me->next_id++;
 }
 
 /* A call of `kind` (a function or its VJP). */

@@ -32,12 +32,6 @@
 #define DIST__RPC_SMALL 256
 #define DIST__RPC_MEDIUM 4096
 
-/* The thread-locals that every call reads. Global-dynamic, as every
- * thread-local of the library: one initial-exec variable marks the whole
- * library STATIC_TLS, and its 1.6 KB TLS block then no longer fits glibc's
- * static TLS room when Python loads it with ctypes after torch
- * (tests/torchrun.sh: "cannot allocate memory in static TLS block"). */
-#define DIST__RPC_TLS _Thread_local
 
 /* A lock for the short critical sections that every call passes (the
  * in-flight table, the registry): a pthread mutex's lock and unlock cost
@@ -261,21 +255,41 @@ typedef struct dist__rpc_cache_lists {
   int n[DIST__RPC_CACHE_KINDS];
   void (*destroy[DIST__RPC_CACHE_KINDS])(void *);
 } dist__rpc_cache_lists;
+
+/* Everything remote calls keep per thread, in one thread-local (cache.c):
+ * global-dynamic, as every thread-local of the library (one initial-exec
+ * variable marks the whole library STATIC_TLS, and its 1.6 KB TLS block
+ * then no longer fits glibc's static TLS room when Python loads it with
+ * ctypes after torch: tests/torchrun.sh). Each access is a __tls_get_addr
+ * call; one struct makes it one per function for all of these, not one per
+ * variable (0.1 us a round trip, bench/RESULTS.md "bench/rpc"). */
+typedef struct dist__rpc_thread {
+  dist__rpc_cache_lists cache; /* cache.c */
+  int cache_state;             /* cache.c: 0 new, 1 emptied at thread exit (pthread key), 2 keeps nothing */
+  int in_callback;             /* future.c: inside a completion callback */
+  int polling;                 /* serve.c: the executor that polls the worker */
+  struct dist__rpc_job *handed; /* serve.c: a request it received itself */
+  void *poll_slot;             /* state.c: this thread's polling counters */
+  int no_slot;                 /* state.c: none left for it */
+  uint64_t next_id, end_id;    /* request.c: its block of call ids */
+  dist_autograd_ctx *autograd; /* autograd.c: the context recording on it */
+} dist__rpc_thread;
+extern _Thread_local dist__rpc_thread dist__rpc_me;
+
 /* Inline: as calls through the PLT, the 14 gets and puts of a round trip
  * were 19 % of its path without the network (perf, bench/RESULTS.md
  * "bench/rpc"). */
-extern DIST__RPC_TLS dist__rpc_cache_lists *dist__rpc_cache_mine;
 int dist__rpc_cache_put_slow(dist__rpc_cache_kind k, void *p, void (*destroy)(void *));
 static inline void *dist__rpc_cache_get(dist__rpc_cache_kind k) {
-  dist__rpc_cache_lists *l = dist__rpc_cache_mine;
-  return l && l->n[k] ? l->obj[k][--l->n[k]] : NULL;
+  dist__rpc_cache_lists *l = &dist__rpc_me.cache;
+  return l->n[k] ? l->obj[k][--l->n[k]] : NULL;
 }
 static inline int dist__rpc_cache_put(dist__rpc_cache_kind k, void *p, void (*destroy)(void *)) {
-  dist__rpc_cache_lists *l = dist__rpc_cache_mine;
-  if (!l) return dist__rpc_cache_put_slow(k, p, destroy);
-  if (l->n[k] == DIST__RPC_CACHE_KEEP) return 0;
-  l->destroy[k] = destroy;
-  l->obj[k][l->n[k]++] = p;
+  dist__rpc_thread *me = &dist__rpc_me;
+  if (me->cache_state != 1) return dist__rpc_cache_put_slow(k, p, destroy);
+  if (me->cache.n[k] == DIST__RPC_CACHE_KEEP) return 0;
+  me->cache.destroy[k] = destroy;
+  me->cache.obj[k][me->cache.n[k]++] = p;
   return 1;
 }
 void dist__rpc_cache_flush(void);

@@ -73,8 +73,6 @@ static void serve(dist__rpc_job *j) {
 
 /* The executor that polls the worker keeps a request it received itself
  * here, off the queue and its lock (it runs it next). */
-static DIST__RPC_TLS int polling;
-static DIST__RPC_TLS dist__rpc_job *handed;
 
 static dist__rpc_job *job_new(const dist__rpc_header *h) {
   dist__rpc_job *j = dist__rpc_cache_get(DIST__RPC_CACHE_JOB);
@@ -113,8 +111,8 @@ void dist__rpc_enqueue_copy(const dist__rpc_header *h, const void *data, size_t 
 }
 
 static void push(dist__rpc_job *j) {
-  if (polling && !handed) {
-    handed = j;
+  if (dist__rpc_me.polling && !dist__rpc_me.handed) {
+    dist__rpc_me.handed = j;
     return;
   }
   pthread_mutex_lock(&dist__rpc.qmu);
@@ -135,8 +133,8 @@ static void push(dist__rpc_job *j) {
 static void spin_for_work(void) {
   if (atomic_exchange(&dist__rpc.qspin, 1)) return; /* another one spins */
   dist__rpc_poll_begin();
-  polling = 1;
-  dist__rpc_job *const *mine = &handed; /* one TLS look-up, not one a turn */
+  dist__rpc_me.polling = 1;
+  dist__rpc_job *const *mine = &dist__rpc_me.handed; /* one TLS look-up, not one a turn */
   dist__rpc_spin sp = {0, 0};
   int held = 0;
   while (!*mine && !atomic_load(&dist__rpc.qlen) && !dist__rpc.qstop) {
@@ -144,7 +142,7 @@ static void spin_for_work(void) {
     if (dist__rpc_spin_over(&sp)) break;
   }
   dist__rpc_poll_release(&held);
-  polling = 0;
+  dist__rpc_me.polling = 0;
   atomic_store(&dist__rpc.qspin, 0);
   /* Requests queued while it spun woke nobody: one of them must not wait for
    * the one this executor runs (it may depend on it). */
@@ -161,9 +159,9 @@ static void *executor_main(void *arg) {
   pthread_setname_np(pthread_self(), "dist-rpc-exec");
   for (;;) {
     spin_for_work();
-    if (handed) {
-      dist__rpc_job *j = handed;
-      handed = NULL;
+    if (dist__rpc_me.handed) {
+      dist__rpc_job *j = dist__rpc_me.handed;
+      dist__rpc_me.handed = NULL;
       serve(j);
       continue;
     }

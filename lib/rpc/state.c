@@ -66,14 +66,13 @@ static poll_slot slots[POLL_SLOTS];
  * that spans dist_rpc_shutdown and init stays balanced). */
 static poll_slot shared;
 static atomic_int nslots;
-static DIST__RPC_TLS poll_slot *mine; /* NULL: not assigned yet */
-static DIST__RPC_TLS int no_slot;
 
 static poll_slot *my_slot(void) {
-  if (mine || no_slot) return mine;
+  dist__rpc_thread *me = &dist__rpc_me;
+  if (me->poll_slot || me->no_slot) return me->poll_slot;
   int i = atomic_fetch_add(&nslots, 1);
-  if (i >= POLL_SLOTS) return no_slot = 1, NULL;
-  return mine = &slots[i];
+  if (i >= POLL_SLOTS) return me->no_slot = 1, NULL;
+  return me->poll_slot = &slots[i];
 }
 
 /* One writer per slot: a load and a release store, no lock prefix. */
