@@ -20,10 +20,23 @@ esac
 export TWO_NODES_MPI
 "$here/two-nodes.sh" check || exit 77
 export TWO_NODES_PREFIX=distlink TWO_NODES_TIMEOUT=${TEST_TIMEOUT:-120} TWO_NODES_RELAY=$relay
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
 # One try: the link up, then the measurement (99: the link did not come up).
+# Under MPICH, a run that timed out after the probe's PASS verdict counts as
+# passed, with a line saying so: MPICH 4.0 over UCX/TCP hangs in MPI_Finalize
+# in about half of the runs between the simulated nodes, also without distmgr
+# (tests/daso_two_nodes.sh skips for it); the link was measured and checked.
 try_once() {
   "$here/two-nodes.sh" up 200mbit 2ms || return 99
-  "$here/two-nodes.sh" run 2 "$probe" 2000 200
+  "$here/two-nodes.sh" run 2 "$probe" 2000 200 >"$out" 2>&1
+  r=$?
+  cat "$out"
+  if [ $r -eq 124 ] && [ "$TWO_NODES_MPI" = mpich ] && grep -q '^link_probe: verdict: PASS' "$out"; then
+    echo "two_nodes_link: the link passed its checks, then MPICH's MPI_Finalize hung (known, not distmgr's): counted as passed"
+    r=0
+  fi
+  return $r
 }
 try_once
 rc=$?
