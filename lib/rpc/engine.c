@@ -154,6 +154,13 @@ static int park(long us) {
   return woken;
 }
 
+/* A park while calls keep coming: one that runs out doubles the next. */
+static int park_busy(long *us) {
+  int woken = park(*us);
+  if (!woken && *us < DIST__RPC_PARK_MAX_US) *us *= 2;
+  return woken;
+}
+
 static void *progress_main(void *arg) {
   (void)arg;
   pthread_setname_np(pthread_self(), "dist-rpc-prog"); /* for top and perf */
@@ -167,8 +174,7 @@ static void *progress_main(void *arg) {
      * a contended lock makes its holder wake a waiter on every release. */
     if (begun != ended) {
       seen = begun;
-      woken = park(us);
-      if (!woken && us < DIST__RPC_PARK_MAX_US) us *= 2;
+      woken = park_busy(&us);
       continue;
     }
     /* Nobody polls now, but someone did during the park (and did not go to
@@ -180,8 +186,7 @@ static void *progress_main(void *arg) {
       seen = begun;
       while (dist__rpc_try_progress()) {
       }
-      woken = park(us);
-      if (!woken && us < DIST__RPC_PARK_MAX_US) us *= 2;
+      woken = park_busy(&us);
       continue;
     }
     seen = begun;

@@ -64,7 +64,6 @@ void dist_future_free(dist_future *f) {
   if (f) dist__future_release(f);
 }
 
-
 int dist__future_in_callback(void) { return dist__rpc_me.in_callback; }
 
 /* A future's state bits. Its one completer fills the result and publishes

@@ -32,7 +32,6 @@
 #define DIST__RPC_SMALL 256
 #define DIST__RPC_MEDIUM 4096
 
-
 /* A lock for the short critical sections that every call passes (the
  * in-flight table, the registry): a pthread mutex's lock and unlock cost
  * 40 ns a pair there. It yields now and then: a holder may be preempted. */
@@ -211,21 +210,22 @@ static inline void dist__rpc_unlock(void) {
   if (atomic_exchange_explicit(&dist__rpc.wword, 0, memory_order_release) == 2) dist__rpc_unlock_wake();
 }
 unsigned dist__rpc_try_progress(void);
+/* The lock for a thread that only polls: when it is free, nobody waits for
+ * it, and the worker is there (teardown clears it under the lock). */
+static inline int dist__rpc_poll_lock(void) {
+  if (atomic_load_explicit(&dist__rpc.wwant, memory_order_relaxed) ||
+      atomic_load_explicit(&dist__rpc.wword, memory_order_relaxed) || !dist__rpc_trylock())
+    return 0;
+  if (dist__rpc.worker) return 1;
+  dist__rpc_unlock();
+  return 0;
+}
 /* A spinning thread's turn of progress: it keeps the worker lock from one
  * turn to the next (*held), rather than a compare-and-swap and an exchange
  * each turn, and gives it up as soon as another thread waits for it (wwant).
  * dist__rpc_poll_release gives it up at the end of the spin. */
 static inline void dist__rpc_poll_turn(int *held) {
-  if (!*held) {
-    if (atomic_load_explicit(&dist__rpc.wwant, memory_order_relaxed) ||
-        atomic_load_explicit(&dist__rpc.wword, memory_order_relaxed) || !dist__rpc_trylock())
-      return;
-    if (!dist__rpc.worker) { /* torn down (teardown clears it under the lock) */
-      dist__rpc_unlock();
-      return;
-    }
-    *held = 1;
-  }
+  if (!*held && !(*held = dist__rpc_poll_lock())) return;
   ucp_worker_progress(dist__rpc.worker);
   if (atomic_load_explicit(&dist__rpc.wwant, memory_order_relaxed)) {
     dist__rpc_unlock();
@@ -335,6 +335,14 @@ dist_status dist__rpc_send(int to, dist__rpc_out *o, int wait);
 dist_status dist__rpc_out_new(dist__rpc_kind kind, uint64_t id, dist_status status, const dist__rpc_msg *m,
                               dist__rpc_out **out);
 void dist__rpc_out_free(dist__rpc_out *o);
+/* The header of a message of kind/id: a reply carries the call's status, a
+ * request its sender's rank. */
+static inline dist__rpc_header dist__rpc_header_make(dist__rpc_kind kind, uint64_t id, dist_status status) {
+  dist__rpc_header h = {.magic = DIST__RPC_MAGIC, .version = DIST__RPC_VERSION, .kind = (uint8_t)kind, .call_id = id};
+  if (kind == DIST__RPC_REPLY) h.status = status;
+  else h.caller = dist__rpc.rank;
+  return h;
+}
 /* send.c: the tensors' data of m, each padded, at `at` (nbytes: each one's
  * bytes, from dist__rpc_encode_meta_n). */
 void dist__rpc_pack_data(char *at, const dist__rpc_msg *m, const size_t *nbytes);

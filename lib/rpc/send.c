@@ -82,10 +82,7 @@ dist_status dist__rpc_out_new(dist__rpc_kind kind, uint64_t id, dist_status stat
     if (!s) memcpy(o->meta, o->inline_body, meta_len);
     else if ((s = dist__rpc_encode_meta(m, o->meta, meta_len, &meta_len, &body_len))) return dist__rpc_out_free(o), s;
   }
-  o->h = (dist__rpc_header){.magic = DIST__RPC_MAGIC, .version = DIST__RPC_VERSION, .kind = (uint8_t)kind,
-                            .call_id = id};
-  if (kind == DIST__RPC_REPLY) o->h.status = status;
-  else o->h.caller = dist__rpc.rank;
+  o->h = dist__rpc_header_make(kind, id, status);
   o->data_bytes = body_len - meta_len;
   if (packed) {
     dist__rpc_pack_data((char *)o->meta + meta_len, m, nbytes);

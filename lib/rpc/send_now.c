@@ -23,9 +23,7 @@ dist_status dist__rpc_send_now(int to, dist__rpc_kind kind, uint64_t id, dist_st
   dist_status s = dist__rpc_encode_meta_n(m, body, sizeof body, &meta_len, &body_len, nbytes);
   if (s || body_len > sizeof body) return s ? s : DIST_ERR_BUFFER_TOO_SMALL;
   dist__rpc_pack_data((char *)body + meta_len, m, nbytes);
-  dist__rpc_header h = {.magic = DIST__RPC_MAGIC, .version = DIST__RPC_VERSION, .kind = (uint8_t)kind, .call_id = id};
-  if (kind == DIST__RPC_REPLY) h.status = status;
-  else h.caller = dist__rpc.rank;
+  dist__rpc_header h = dist__rpc_header_make(kind, id, status);
   ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL};
   dist__rpc_lock();
   ucs_status_ptr_t r = ucp_am_send_nbx(dist__rpc.ep[to], DIST__RPC_AM_ID, &h, sizeof h, body, body_len, &p);

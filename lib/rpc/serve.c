@@ -66,13 +66,10 @@ static void serve(dist__rpc_job *j) {
   } else {
     for (int i = 0; i < outs.n; i++) o->owned[o->nowned++] = outs.mem[i];
   }
-  if (o && j->h.caller >= 0 && j->h.caller < dist__rpc.size) dist__rpc_send(j->h.caller, o, 0);
+  if (o && to >= 0) dist__rpc_send(to, o, 0);
   else dist__rpc_out_free(o);
   job_free(j);
 }
-
-/* The executor that polls the worker keeps a request it received itself
- * here, off the queue and its lock (it runs it next). */
 
 static dist__rpc_job *job_new(const dist__rpc_header *h) {
   dist__rpc_job *j = dist__rpc_cache_get(DIST__RPC_CACHE_JOB);
@@ -110,6 +107,8 @@ void dist__rpc_enqueue_copy(const dist__rpc_header *h, const void *data, size_t 
   push(j);
 }
 
+/* The executor that polls the worker keeps a request it received itself
+ * (dist__rpc_me.handed), off the queue and its lock (it runs it next). */
 static void push(dist__rpc_job *j) {
   if (dist__rpc_me.polling && !dist__rpc_me.handed) {
     dist__rpc_me.handed = j;

@@ -42,12 +42,9 @@ void dist__rpc_lock_slow(void) {
 
 void dist__rpc_unlock_wake(void) { futex(&dist__rpc.wword, FUTEX_WAKE_PRIVATE, 1); }
 
-/* The worker is checked under the lock: teardown clears it there. */
 unsigned dist__rpc_try_progress(void) {
-  if (atomic_load_explicit(&dist__rpc.wwant, memory_order_relaxed) ||
-      atomic_load_explicit(&dist__rpc.wword, memory_order_relaxed) || !dist__rpc_trylock())
-    return 0;
-  unsigned n = dist__rpc.worker ? ucp_worker_progress(dist__rpc.worker) : 0;
+  if (!dist__rpc_poll_lock()) return 0;
+  unsigned n = ucp_worker_progress(dist__rpc.worker);
   dist__rpc_unlock();
   return n;
 }
@@ -90,8 +87,7 @@ void dist__rpc_poll_counts(unsigned *begun, unsigned *ended) {
   unsigned b = atomic_load(&shared.begins), e = atomic_load(&shared.ends);
   int n = atomic_load(&nslots);
   for (int i = 0; i < n && i < POLL_SLOTS; i++) {
-    unsigned sb = atomic_load_explicit(&slots[i].begins, memory_order_acquire);
-    b += sb;
+    b += atomic_load_explicit(&slots[i].begins, memory_order_acquire);
     e += atomic_load_explicit(&slots[i].ends, memory_order_acquire);
   }
   *begun = b, *ended = e;

@@ -23,6 +23,15 @@ static void put_align(cursor *c, size_t a) {
   put(c, zeros, ((c->at + a - 1) & ~(a - 1)) - c->at);
 }
 
+/* n (bytes so far) times one more extent, each product within INT64_MAX as
+ * both ends check it (a zero extent makes 0). 0: negative or too large. */
+static int times_extent(size_t *n, int64_t extent) {
+  uint64_t e = (uint64_t)extent, nn;
+  if (extent < 0 || (e && (__builtin_mul_overflow((uint64_t)*n, e, &nn) || nn > (uint64_t)INT64_MAX))) return 0;
+  *n = e ? (size_t)nn : 0;
+  return 1;
+}
+
 dist_status dist__rpc_encode_meta(const dist__rpc_msg *m, void *buf, size_t cap, size_t *meta_len,
                                   size_t *body_len) {
   return dist__rpc_encode_meta_n(m, buf, cap, meta_len, body_len, NULL);
@@ -53,13 +62,10 @@ dist_status dist__rpc_encode_meta_n(const dist__rpc_msg *m, void *buf, size_t ca
     if (!n || t->ndim < 0 || t->ndim > DIST_TENSOR_MAX_DIMS)
       return dist__error(DIST_ERR_INVALID_ARGUMENT, "remote call: tensor %d has dtype %d and %d dims", i,
                          (int)t->dtype, t->ndim);
-    for (int k = 0; k < t->ndim; k++) { /* the receiver's limits: each product within INT64_MAX */
-      uint64_t e = (uint64_t)t->shape[k], nn;
-      if (t->shape[k] < 0 || (e && (__builtin_mul_overflow((uint64_t)n, e, &nn) || nn > (uint64_t)INT64_MAX)))
+    for (int k = 0; k < t->ndim; k++) /* the receiver's limits */
+      if (!times_extent(&n, t->shape[k]))
         return dist__error(DIST_ERR_INVALID_ARGUMENT, "remote call: tensor %d has extent %lld in dim %d", i,
                            (long long)t->shape[k], k);
-      n = e ? (size_t)nn : 0;
-    }
     uint32_t d[2] = {(uint32_t)t->dtype, (uint32_t)t->ndim};
     put(&c, d, 8);
     put_align(&c, 8);
@@ -142,13 +148,10 @@ dist_status dist__rpc_decode(const void *body, size_t len, dist__rpc_msg *m) {
     memcpy(t->shape, p, 8 * (size_t)t->ndim);
     for (int k = t->ndim; k < DIST_TENSOR_MAX_DIMS; k++) t->shape[k] = 0;
     size_t n = dist_dtype_size(t->dtype);
-    for (int k = 0; k < t->ndim; k++) { /* each product within INT64_MAX, as the sender's check */
-      uint64_t e = (uint64_t)t->shape[k], nn;
-      if (t->shape[k] < 0 || (e && (__builtin_mul_overflow((uint64_t)n, e, &nn) || nn > (uint64_t)INT64_MAX)))
+    for (int k = 0; k < t->ndim; k++)
+      if (!times_extent(&n, t->shape[k]))
         return dist__error(DIST_ERR_CORRUPT, "remote call: tensor %d has extent %lld in dim %d", i,
                            (long long)t->shape[k], k);
-      n = e ? (size_t)nn : 0;
-    }
     if (dist__rpc_pad(n) < n || data + dist__rpc_pad(n) < data || data + dist__rpc_pad(n) > len)
       return dist__error(DIST_ERR_CORRUPT, "remote call: tensor %d's %zu bytes exceed the message", i, n);
     data += dist__rpc_pad(n);
