@@ -16,6 +16,23 @@
 
 /* ---- receiving ---------------------------------------------------------------- */
 
+/* Completes f, taken from the in-flight table, with its reply: body (taken
+ * over) decoded straight into the future's outputs. */
+static void complete_reply(dist_future *f, const dist__rpc_header *h, void *body, size_t len) {
+  dist__rpc_msg m;
+  dist_status s = dist__rpc_decode_into(body, len, &m, f->out);
+  if (s) {
+    dist__future_complete(f, s, dist_last_error(), body, NULL, NULL);
+  } else if (h->status) {
+    char msg[1200];
+    snprintf(msg, sizeof msg, "%.*s", (int)m.extra_len, (const char *)m.extra);
+    dist__future_complete(f, (dist_status)h->status, msg, body, NULL, NULL);
+  } else {
+    dist__future_complete(f, DIST_SUCCESS, NULL, body, &m, NULL);
+  }
+  dist__future_release(f);
+}
+
 /* A whole message: a request goes to an executor, a reply completes its future. */
 static void deliver(const dist__rpc_header *h, void *body, size_t len) {
   if (h->kind != DIST__RPC_REPLY) {
@@ -27,18 +44,7 @@ static void deliver(const dist__rpc_header *h, void *body, size_t len) {
     dist__rpc_buf_put(body);
     return;
   }
-  dist__rpc_msg m;
-  dist_status s = dist__rpc_decode(body, len, &m);
-  if (s) {
-    dist__future_complete(f, s, dist_last_error(), body, NULL, NULL);
-  } else if (h->status) {
-    char msg[1200];
-    snprintf(msg, sizeof msg, "%.*s", (int)m.extra_len, (const char *)m.extra);
-    dist__future_complete(f, (dist_status)h->status, msg, body, NULL, NULL);
-  } else {
-    dist__future_complete(f, DIST_SUCCESS, NULL, body, &m, NULL);
-  }
-  dist__future_release(f);
+  complete_reply(f, h, body, len);
 }
 
 /* A message whose body could not be received, with a log line: a request is
@@ -88,8 +94,17 @@ static ucs_status_t on_message(void *arg, const void *header, size_t header_leng
     dist_log(DIST_LOG_WARN, "remote call: dropped a message: %s", dist_last_error());
     return UCS_OK;
   }
-  if (h.kind != DIST__RPC_REPLY && length <= DIST__RPC_JOB_INLINE && !(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+  int eager = !(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV);
+  if (h.kind != DIST__RPC_REPLY && length <= DIST__RPC_JOB_INLINE && eager) {
     dist__rpc_enqueue_copy(&h, data, length); /* a small request: into its job */
+    return UCS_OK;
+  }
+  if (h.kind == DIST__RPC_REPLY && length <= DIST__RPC_FUTURE_INLINE && eager) {
+    dist_future *f = dist__inflight_take(h.call_id); /* a small reply: into its future */
+    if (f) {
+      if (length) memcpy(f->inline_body, data, length);
+      complete_reply(f, &h, f->inline_body, length);
+    }
     return UCS_OK;
   }
   void *body = length <= DIST__RPC_BODY_MAX ? dist__rpc_buf_get(length) : NULL;
@@ -98,7 +113,7 @@ static ucs_status_t on_message(void *arg, const void *header, size_t header_leng
     else lost(&h, length, DIST_ERR_CORRUPT, "larger than a message may be");
     return UCS_OK;
   }
-  if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+  if (eager) {
     if (length) memcpy(body, data, length);
     deliver(&h, body, length);
     return UCS_OK;

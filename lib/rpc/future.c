@@ -51,7 +51,7 @@ static void future_destroy(dist_future *f) {
     free(f->parts);
   }
   if (f->outs.n) dist__rpc_outputs_free(&f->outs);
-  dist__rpc_buf_put(f->body);
+  if (f->body != f->inline_body) dist__rpc_buf_put(f->body);
   if (f->msg) free(f->msg);
   if (!dist__rpc_cache_put(DIST__RPC_CACHE_FUTURE, f, destroy_mem)) destroy_mem(f);
 }
@@ -89,7 +89,7 @@ void dist__future_complete(dist_future *f, dist_status s, const char *msg, void 
    * failure), or the last part of a partitioned call, completes it: one
    * completer, no claim to make. Checked all the same. */
   if (state(f) & PUBLISHED) {
-    dist__rpc_buf_put(body);
+    if (body != f->inline_body) dist__rpc_buf_put(body);
     if (outs) dist__rpc_outputs_free(outs);
     return;
   }
@@ -98,7 +98,8 @@ void dist__future_complete(dist_future *f, dist_status s, const char *msg, void 
   f->body = body;
   if (m && !s) {
     f->nout = m->ntensors;
-    memcpy(f->out, m->t, sizeof m->t[0] * (size_t)m->ntensors);
+    const dist_tensor *t = dist__rpc_msg_tensors(m);
+    if (t != f->out) memcpy(f->out, t, sizeof *t * (size_t)m->ntensors);
   }
   if (outs && !s) {
     f->outs = *outs;

@@ -81,7 +81,6 @@ dist_status dist__rpc_lookup(const char *name, size_t len, dist__rpc_fn_entry *o
     out->fn = e->fn, out->user = e->user;
     out->vjp = __atomic_load_n(&e->vjp, __ATOMIC_ACQUIRE);
     out->vjp_user = e->vjp_user;
-    memcpy(out->name, e->name, (size_t)lens[i] + 1);
   }
   if (i < 0) return dist__error(DIST_ERR_INVALID_ARGUMENT, "no function '%.*s' is registered", (int)len, name);
   return DIST_SUCCESS;

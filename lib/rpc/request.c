@@ -23,9 +23,9 @@ static uint64_t new_id(void) {
 /* A call of `kind` (a function or its VJP). */
 dist_status dist__rpc_call(dist__rpc_kind kind, int to, const char *name, const dist_tensor *args, int nargs,
                            const void *opts, size_t opts_bytes, dist_future **out) {
-  dist__rpc_msg m;
+  dist__rpc_msg m; /* its tensors stay the caller's (src): not copied in */
   m.name = name, m.name_len = strlen(name), m.ntensors = nargs, m.extra = opts, m.extra_len = opts_bytes;
-  if (nargs) memcpy(m.t, args, sizeof *args * (size_t)nargs);
+  m.src = args;
   dist_future *f = dist__future_new();
   if (!f) return dist__error(DIST_ERR_NO_MEMORY, "remote call: a future");
   f->id = new_id();

@@ -72,6 +72,7 @@ struct dist_rpc_outputs {
   void *mem[DIST_RPC_MAX_ARGS];
 };
 
+#define DIST__RPC_FUTURE_INLINE 256
 /* The fields before `outs` are set one by one for each call (a future is
  * reused, cache.c; dist__future_new: a new field is set there); the arrays
  * after are read only up to their counts. */
@@ -99,6 +100,9 @@ struct dist_future {
   dist_tensor out[DIST_RPC_MAX_ARGS];
   pthread_mutex_t mu;
   pthread_cond_t cv;
+  /* A small reply's body, copied here from UCX's buffer (engine.c): no
+   * buffer to take and give back. */
+  _Alignas(DIST__RPC_ALIGN) unsigned char inline_body[DIST__RPC_FUTURE_INLINE];
 };
 
 typedef struct dist__rpc_fn_entry {
@@ -294,7 +298,7 @@ static inline int dist__rpc_cache_put(dist__rpc_cache_kind k, void *p, void (*de
 }
 void dist__rpc_cache_flush(void);
 
-/* registry.c */
+/* registry.c: the functions registered as `name` (out's name is not filled). */
 dist_status dist__rpc_lookup(const char *name, size_t len, dist__rpc_fn_entry *out);
 uint64_t dist__rpc_registry_hash(int *count);
 dist_status dist__rpc_registry_name(int i, char *buf, size_t cap);

@@ -48,12 +48,13 @@ static dist__rpc_out *out_get(void) {
 static const unsigned char zeros[DIST__RPC_ALIGN];
 
 void dist__rpc_pack_data(char *at, const dist__rpc_msg *m, const size_t *nbytes) {
+  const dist_tensor *ts = dist__rpc_msg_tensors(m);
   for (int i = 0; i < m->ntensors; i++) {
     size_t n = nbytes[i], padded = dist__rpc_pad(n);
     /* The padding zeroed by one fixed 16-byte store under the data
      * (padded - n < 16), not a memset call of a variable size. */
     if (padded) memset(at + padded - DIST__RPC_ALIGN, 0, DIST__RPC_ALIGN);
-    if (n) memcpy(at, m->t[i].data, n);
+    if (n) memcpy(at, ts[i].data, n);
     at += padded;
   }
 }
@@ -93,7 +94,7 @@ dist_status dist__rpc_out_new(dist__rpc_kind kind, uint64_t id, dist_status stat
   o->iov[o->niov++] = (ucp_dt_iov_t){o->meta, meta_len};
   for (int i = 0; i < m->ntensors; i++) {
     size_t n = nbytes[i];
-    if (n) o->iov[o->niov++] = (ucp_dt_iov_t){m->t[i].data, n};
+    if (n) o->iov[o->niov++] = (ucp_dt_iov_t){dist__rpc_msg_tensors(m)[i].data, n};
     if (dist__rpc_pad(n) > n) o->iov[o->niov++] = (ucp_dt_iov_t){(void *)zeros, dist__rpc_pad(n) - n};
   }
   *out = o;

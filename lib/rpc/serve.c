@@ -47,7 +47,7 @@ static void serve(dist__rpc_job *j) {
     reply.extra_len = strlen(msg);
   } else {
     reply.ntensors = outs.n;
-    memcpy(reply.t, outs.t, sizeof outs.t[0] * (size_t)outs.n);
+    reply.src = outs.t;
   }
   int to = j->h.caller >= 0 && j->h.caller < dist__rpc.size ? j->h.caller : -1;
   dist_status e2 = to < 0 ? DIST_ERR_BUFFER_TOO_SMALL : dist__rpc_send_now(to, DIST__RPC_REPLY, j->h.call_id, s, &reply);

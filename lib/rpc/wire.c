@@ -56,8 +56,9 @@ dist_status dist__rpc_encode_meta_n(const dist__rpc_msg *m, void *buf, size_t ca
   uint32_t counts[2] = {(uint32_t)m->ntensors, (uint32_t)m->extra_len};
   put(&c, counts, 8);
   size_t data = 0;
+  const dist_tensor *ts = dist__rpc_msg_tensors(m);
   for (int i = 0; i < m->ntensors; i++) {
-    const dist_tensor *t = &m->t[i];
+    const dist_tensor *t = &ts[i];
     size_t n = dist_dtype_size(t->dtype);
     if (!n || t->ndim < 0 || t->ndim > DIST_TENSOR_MAX_DIMS)
       return dist__error(DIST_ERR_INVALID_ARGUMENT, "remote call: tensor %d has dtype %d and %d dims", i,
@@ -109,7 +110,12 @@ static inline __attribute__((always_inline)) const void *take(cursor *c, size_t 
 }
 
 dist_status dist__rpc_decode(const void *body, size_t len, dist__rpc_msg *m) {
+  return dist__rpc_decode_into(body, len, m, m->t);
+}
+
+dist_status dist__rpc_decode_into(const void *body, size_t len, dist__rpc_msg *m, dist_tensor *ts) {
   dist__rpc_msg_clear(m);
+  if (ts != m->t) m->src = ts;
   cursor c = {NULL, body, 0, len};
   dist_status s = DIST_SUCCESS;
   uint32_t u;
@@ -136,7 +142,7 @@ dist_status dist__rpc_decode(const void *body, size_t len, dist__rpc_msg *m) {
     if (d[0] >= DIST_DTYPE_COUNT || d[1] > DIST_TENSOR_MAX_DIMS)
       return dist__error(DIST_ERR_CORRUPT, "remote call: tensor %d has dtype %u and %u dims", i, (unsigned)d[0],
                          (unsigned)d[1]);
-    dist_tensor *t = &m->t[i];
+    dist_tensor *t = &ts[i];
     /* Field by field: a memset of the 88 bytes was a slow `rep stos` on
      * every call. */
     t->data = NULL;
@@ -167,7 +173,7 @@ dist_status dist__rpc_decode(const void *body, size_t len, dist__rpc_msg *m) {
                        meta > len ? 0 : len - meta, data);
   const unsigned char *at = (const unsigned char *)body + meta;
   for (int i = 0; i < m->ntensors; i++) {
-    m->t[i].data = nbytes[i] ? (void *)at : NULL;
+    ts[i].data = nbytes[i] ? (void *)at : NULL;
     at += dist__rpc_pad(nbytes[i]);
   }
   return DIST_SUCCESS;

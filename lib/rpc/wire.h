@@ -56,8 +56,13 @@ typedef struct dist__rpc_msg {
   int ntensors;
   const void *extra;
   size_t extra_len;
+  /* The tensors when they are elsewhere (a call's arguments, a function's
+   * outputs, a decode into a future), not copied into t; NULL: t. */
+  const dist_tensor *src;
   dist_tensor t[DIST_RPC_MAX_ARGS];
 } dist__rpc_msg;
+
+static inline const dist_tensor *dist__rpc_msg_tensors(const dist__rpc_msg *m) { return m->src ? m->src : m->t; }
 
 static inline void dist__rpc_msg_clear(dist__rpc_msg *m) { memset(m, 0, offsetof(dist__rpc_msg, t)); }
 
@@ -85,5 +90,7 @@ dist_status dist__rpc_check_header(const void *hdr, size_t hdr_len, dist__rpc_he
  * dtype, rank count and shape checked, the data sizes summed without
  * overflow and equal to what is left. DIST_ERR_CORRUPT says what was wrong. */
 dist_status dist__rpc_decode(const void *body, size_t len, dist__rpc_msg *m);
+/* The same with the tensors written to t[DIST_RPC_MAX_ARGS] (m->src = t). */
+dist_status dist__rpc_decode_into(const void *body, size_t len, dist__rpc_msg *m, dist_tensor *t);
 
 #endif
