@@ -45,18 +45,26 @@ static dist_status check_call(int to, const char *name, const dist_tensor *args,
   return DIST_SUCCESS;
 }
 
-dist_status dist_rpc_call_async(int to, const char *name, const dist_tensor *args, int nargs, const void *opts,
-                                size_t opts_bytes, dist_future **out) {
-  DIST_CHECK(check_call(to, name, args, nargs, opts, opts_bytes, out, "dist_rpc_call_async"));
-  DIST_CHECK(dist__rpc_call(DIST__RPC_REQUEST, to, name, args, nargs, opts, opts_bytes, out));
+/* A call; held as dist__rpc_call's (NULL: none kept). */
+static dist_status call(int to, const char *name, const dist_tensor *args, int nargs, const void *opts,
+                        size_t opts_bytes, dist_future **out, const char *what, int *held) {
+  DIST_CHECK(check_call(to, name, args, nargs, opts, opts_bytes, out, what));
+  DIST_CHECK(dist__rpc_call(DIST__RPC_REQUEST, to, name, args, nargs, opts, opts_bytes, out, held));
   dist__autograd_record(to, name, args, nargs, opts, opts_bytes, *out);
   return DIST_SUCCESS;
 }
 
+dist_status dist_rpc_call_async(int to, const char *name, const dist_tensor *args, int nargs, const void *opts,
+                                size_t opts_bytes, dist_future **out) {
+  return call(to, name, args, nargs, opts, opts_bytes, out, "dist_rpc_call_async", NULL);
+}
+
+/* The send keeps the worker lock for the wait that polls right after it. */
 dist_status dist_rpc_call_sync(int to, const char *name, const dist_tensor *args, int nargs, const void *opts,
                                size_t opts_bytes, dist_future **out) {
-  DIST_CHECK(dist_rpc_call_async(to, name, args, nargs, opts, opts_bytes, out));
-  return dist_future_wait(*out);
+  int held = 0;
+  DIST_CHECK(call(to, name, args, nargs, opts, opts_bytes, out, "dist_rpc_call_sync", &held));
+  return dist__future_wait_held(*out, held);
 }
 
 dist_status dist_rpc_worker_rank(const char *worker, int *rank) {

@@ -127,20 +127,25 @@ void dist__future_complete(dist_future *f, dist_status s, const char *msg, void 
 
 int dist_future_test(const dist_future *f) { return f && (state(f) & PUBLISHED); }
 
-/* Waits for done with the deadline of DIST_TIMEOUT (0: none). */
-static dist_status wait_done(dist_future *f, const char *what) {
-  if (!f) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: NULL future", what);
+/* Waits for done with the deadline of DIST_TIMEOUT (0: none). held: this
+ * thread holds the worker lock already (kept from its send). */
+static dist_status wait_done(dist_future *f, const char *what, int held) {
+  if (!f) {
+    if (held) dist__rpc_unlock();
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: NULL future", what);
+  }
   /* In a completion callback this thread may hold the worker inside its
    * progress: nobody could move the reply (rpc.h: do not wait in it). */
-  if (dist__rpc_me.in_callback && !settled(f))
+  if (dist__rpc_me.in_callback && !settled(f)) {
+    if (held) dist__rpc_unlock();
     return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: waiting inside a dist_future_then callback (it runs where "
                                                    "replies are received; wait outside it)", what);
+  }
   /* The waiter progresses the worker itself for a while (its reply is then
    * handled on this thread, no wake-up of the progress thread and back),
    * then sleeps until the progress thread completes the call. */
   dist__rpc_spin sp = {0, 0};
   dist__rpc_poll_begin();
-  int held = 0;
   while (!settled(f)) {
     dist__rpc_poll_turn(&held);
     if (dist__rpc_spin_over(&sp)) break;
@@ -178,7 +183,12 @@ static dist_status outcome(const dist_future *f) {
 }
 
 dist_status dist_future_wait(dist_future *f) {
-  DIST_CHECK(wait_done(f, "dist_future_wait"));
+  DIST_CHECK(wait_done(f, "dist_future_wait", 0));
+  return outcome(f);
+}
+
+dist_status dist__future_wait_held(dist_future *f, int held) {
+  DIST_CHECK(wait_done(f, "dist_future_wait", held));
   return outcome(f);
 }
 
@@ -186,7 +196,7 @@ dist_status dist_future_wait_all(dist_future *const *fs, int n) {
   if (n < 0 || (n && !fs)) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_future_wait_all: %d futures", n);
   dist_status first = DIST_SUCCESS;
   for (int i = 0; i < n; i++) {
-    DIST_CHECK(wait_done(fs[i], "dist_future_wait_all"));
+    DIST_CHECK(wait_done(fs[i], "dist_future_wait_all", 0));
     if (!first && fs[i]->status) first = outcome(fs[i]);
   }
   return first ? dist__error(first, "%s", dist_last_error()) : DIST_SUCCESS;
@@ -251,8 +261,10 @@ dist_future *dist_future_part(const dist_future *f, int i) {
 /* ---- the in-flight table: a list under one spin lock (calls in flight are few) ---- */
 
 void dist__inflight_add(dist_future *f) {
+  /* The table's reference: f is not shared yet (its caller's alone until
+   * the unlock below publishes it), so a plain store, no locked add. */
+  atomic_store_explicit(&f->refs, atomic_load_explicit(&f->refs, memory_order_relaxed) + 1, memory_order_relaxed);
   dist__rpc_spin_lock(&dist__rpc.fmu);
-  atomic_fetch_add(&f->refs, 1);
   f->next_inflight = dist__rpc.inflight;
   dist__rpc.inflight = f;
   dist__rpc_spin_unlock(&dist__rpc.fmu);

@@ -22,7 +22,8 @@ static uint64_t new_id(void) {
 
 /* A call of `kind` (a function or its VJP). */
 dist_status dist__rpc_call(dist__rpc_kind kind, int to, const char *name, const dist_tensor *args, int nargs,
-                           const void *opts, size_t opts_bytes, dist_future **out) {
+                           const void *opts, size_t opts_bytes, dist_future **out, int *held) {
+  if (held) *held = 0;
   dist__rpc_msg m; /* its tensors stay the caller's (src): not copied in */
   m.name = name, m.name_len = strlen(name), m.ntensors = nargs, m.extra = opts, m.extra_len = opts_bytes;
   m.src = args;
@@ -31,7 +32,8 @@ dist_status dist__rpc_call(dist__rpc_kind kind, int to, const char *name, const 
   f->id = new_id();
   f->to = to;
   dist__inflight_add(f); /* before the send: its reply may come at once */
-  dist_status s = dist__rpc_send_now(to, kind, f->id, DIST_SUCCESS, &m);
+  dist_status s = dist__rpc_send_now(to, kind, f->id, DIST_SUCCESS, &m, held != NULL);
+  if (!s && held) *held = 1;
   if (s == DIST_ERR_BUFFER_TOO_SMALL) { /* the long way: a message object */
     dist__rpc_out *o;
     s = dist__rpc_out_new(kind, f->id, DIST_SUCCESS, &m, &o);

@@ -355,8 +355,11 @@ void dist__rpc_pack_data(char *at, const dist__rpc_msg *m, const size_t *nbytes)
  * object, no completion. DIST_ERR_BUFFER_TOO_SMALL (no message set) when it
  * is not such a message, or UCX did not send it at once: send it with
  * dist__rpc_out_new and dist__rpc_send. Otherwise the encoder's error (m
- * does not encode). */
-dist_status dist__rpc_send_now(int to, dist__rpc_kind kind, uint64_t id, dist_status status, const dist__rpc_msg *m);
+ * does not encode). keep: once sent, return with the worker lock still
+ * held, for a caller about to poll for the answer
+ * (dist__future_wait_held): one compare-and-swap and exchange less. */
+dist_status dist__rpc_send_now(int to, dist__rpc_kind kind, uint64_t id, dist_status status, const dist__rpc_msg *m,
+                               int keep);
 
 /* serve.c: a request to run (on an executor) */
 void dist__rpc_enqueue(const dist__rpc_header *h, void *body, size_t len);
@@ -371,11 +374,15 @@ dist_future *dist__future_new(void);
  * be inside the worker's progress, so it must neither wait nor progress. */
 int dist__future_in_callback(void);
 void dist__future_release(dist_future *f);
+/* dist_future_wait for a thread that may hold the worker lock (held: from
+ * dist__rpc_call), which it gives back. */
+dist_status dist__future_wait_held(dist_future *f, int held);
 /* Completes f with status and message (may be NULL), outputs from body
  * (taken over, NULL for none) or from outs (taken over). Runs its callback. */
 void dist__future_complete(dist_future *f, dist_status s, const char *msg, void *body, const dist__rpc_msg *m,
                            dist_rpc_outputs *outs);
-/* The in-flight table: add before sending; take by id on a reply. */
+/* The in-flight table: add a new future, not yet shared, before sending;
+ * take by id on a reply. */
 void dist__inflight_add(dist_future *f);
 dist_future *dist__inflight_take(uint64_t id);
 /* Fails every call in flight to `peer` (-1: to every peer). */
@@ -385,9 +392,11 @@ int dist__inflight_count(void);
 /* outputs.c */
 void dist__rpc_outputs_free(dist_rpc_outputs *o);
 
-/* request.c: a call of `kind` (a function or its VJP), its arguments checked. */
+/* request.c: a call of `kind` (a function or its VJP), its arguments
+ * checked. held (may be NULL): set to 1 when the call went out with the
+ * worker lock kept (dist__rpc_send_now), for dist__future_wait_held. */
 dist_status dist__rpc_call(dist__rpc_kind kind, int to, const char *name, const dist_tensor *args, int nargs,
-                           const void *opts, size_t opts_bytes, dist_future **out);
+                           const void *opts, size_t opts_bytes, dist_future **out, int *held);
 
 /* autograd.c: records a call made under this thread's context. */
 void dist__autograd_record(int to, const char *name, const dist_tensor *args, int nargs, const void *opts,

@@ -11,7 +11,8 @@
 
 #define NOW_MAX 256 /* bytes of a body sent from the stack */
 
-dist_status dist__rpc_send_now(int to, dist__rpc_kind kind, uint64_t id, dist_status status, const dist__rpc_msg *m) {
+dist_status dist__rpc_send_now(int to, dist__rpc_kind kind, uint64_t id, dist_status status, const dist__rpc_msg *m,
+                              int keep) {
   /* Fault injection (tests) lives on the long way; so does a message sent
    * from a completion callback, whose thread may be inside the worker's
    * progress (the unlikely wait below must not progress it again). */
@@ -35,7 +36,7 @@ dist_status dist__rpc_send_now(int to, dist__rpc_kind kind, uint64_t id, dist_st
     ucp_request_free(r);
     r = st == UCS_OK ? NULL : UCS_STATUS_PTR(st);
   }
-  dist__rpc_unlock();
+  if (!keep || r) dist__rpc_unlock();
   /* Any refusal (no room now, or a UCX that cannot force completion) goes
    * the long way, whose send tells a dead peer from the rest. */
   return r == NULL ? DIST_SUCCESS : DIST_ERR_BUFFER_TOO_SMALL;
