@@ -343,9 +343,9 @@ static void teardown(void) {
     dist__rpc.progress = 0;
   }
   dist__rpc_exec_stop();
-  dist__inflight_fail(-1, DIST_ERR_NOT_INITIALIZED, "remote calls were shut down");
   /* A user thread may still be in a wait that tries the worker. */
   dist__rpc_lock();
+  dist__inflight_fail(-1, DIST_ERR_NOT_INITIALIZED, "remote calls were shut down");
   if (dist__rpc.worker) close_endpoints();
   free(dist__rpc.ep);
   free(dist__rpc.dead);
@@ -448,11 +448,12 @@ static void nap_ms(long ms) {
  * wait with its name. Once all have arrived nothing is in flight anywhere. */
 static dist_status drain(void) {
   double t0 = dist__rpc_now_us(), limit = dist__rpc.timeout > 0 ? dist__rpc.timeout * 1e6 : 0;
-  while (dist__inflight_count() > 0) {
-    if (limit && dist__rpc_now_us() - t0 > limit) {
-      dist__inflight_fail(-1, DIST_ERR_TIMEOUT, "abandoned by dist_rpc_shutdown after DIST_TIMEOUT");
-      break;
-    }
+  for (;;) {
+    dist__rpc_lock();
+    int n = dist__inflight_count(), late = n > 0 && limit && dist__rpc_now_us() - t0 > limit;
+    if (late) dist__inflight_fail(-1, DIST_ERR_TIMEOUT, "abandoned by dist_rpc_shutdown after DIST_TIMEOUT");
+    dist__rpc_unlock();
+    if (!n || late) break;
     nap_ms(1);
   }
   for (int r = 0; r < dist__rpc.size; r++) {

@@ -57,7 +57,10 @@ static void future_destroy(dist_future *f) {
 }
 
 void dist__future_release(dist_future *f) {
-  if (atomic_fetch_sub(&f->refs, 1) == 1) future_destroy(f);
+  /* The last reference needs no locked subtract: nobody else holds one,
+   * so nobody can take another (a reference comes only from a holder). */
+  if (atomic_load_explicit(&f->refs, memory_order_acquire) == 1 || atomic_fetch_sub(&f->refs, 1) == 1)
+    future_destroy(f);
 }
 
 void dist_future_free(dist_future *f) {
@@ -258,37 +261,34 @@ dist_future *dist_future_part(const dist_future *f, int i) {
   return f && i >= 0 && i < f->nparts ? f->parts[i] : NULL;
 }
 
-/* ---- the in-flight table: a list under one spin lock (calls in flight are few) ---- */
+/* ---- the in-flight table: a list (calls in flight are few) under the worker lock --
+ * Its callers hold the lock: a call adds its future in the same hold as its
+ * send, a reply takes it inside the worker's progress. A lock of its own
+ * cost two more locked instructions a call (bench/RESULTS.md "bench/rpc"). */
 
 void dist__inflight_add(dist_future *f) {
   /* The table's reference: f is not shared yet (its caller's alone until
-   * the unlock below publishes it), so a plain store, no locked add. */
+   * the lock is given back), so a plain store, no locked add. */
   atomic_store_explicit(&f->refs, atomic_load_explicit(&f->refs, memory_order_relaxed) + 1, memory_order_relaxed);
-  dist__rpc_spin_lock(&dist__rpc.fmu);
   f->next_inflight = dist__rpc.inflight;
   dist__rpc.inflight = f;
-  dist__rpc_spin_unlock(&dist__rpc.fmu);
 }
 
 dist_future *dist__inflight_take(uint64_t id) {
-  dist__rpc_spin_lock(&dist__rpc.fmu);
   dist_future **p = &dist__rpc.inflight;
   while (*p && (*p)->id != id) p = &(*p)->next_inflight;
   dist_future *f = *p;
   if (f) *p = f->next_inflight;
-  dist__rpc_spin_unlock(&dist__rpc.fmu);
   return f;
 }
 
 void dist__inflight_fail(int peer, dist_status s, const char *why) {
   for (;;) {
-    dist__rpc_spin_lock(&dist__rpc.fmu);
     dist_future **p = &dist__rpc.inflight;
     while (*p && peer >= 0 && (*p)->to != peer) p = &(*p)->next_inflight;
     dist_future *f = *p;
-    if (f) *p = f->next_inflight;
-    dist__rpc_spin_unlock(&dist__rpc.fmu);
     if (!f) return;
+    *p = f->next_inflight;
     char msg[320];
     snprintf(msg, sizeof msg, "remote call to worker%d: %s", f->to, why);
     dist__future_complete(f, s, msg, NULL, NULL, NULL);
@@ -297,9 +297,7 @@ void dist__inflight_fail(int peer, dist_status s, const char *why) {
 }
 
 int dist__inflight_count(void) {
-  dist__rpc_spin_lock(&dist__rpc.fmu);
   int n = 0;
   for (dist_future *f = dist__rpc.inflight; f; f = f->next_inflight) n++;
-  dist__rpc_spin_unlock(&dist__rpc.fmu);
   return n;
 }

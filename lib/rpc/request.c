@@ -31,9 +31,17 @@ dist_status dist__rpc_call(dist__rpc_kind kind, int to, const char *name, const 
   if (!f) return dist__error(DIST_ERR_NO_MEMORY, "remote call: a future");
   f->id = new_id();
   f->to = to;
-  dist__inflight_add(f); /* before the send: its reply may come at once */
-  dist_status s = dist__rpc_send_now(to, kind, f->id, DIST_SUCCESS, &m, held != NULL);
-  if (!s && held) *held = 1;
+  dist__rpc_small sm; /* encoded before the lock: it is held only to send */
+  dist_status s = dist__rpc_small_encode(&sm, to, kind, f->id, DIST_SUCCESS, &m);
+  if (!s || s == DIST_ERR_BUFFER_TOO_SMALL) {
+    /* Into the table before the send (its reply may come at once), under
+     * the same hold of the worker lock, which guards the table. */
+    dist__rpc_lock();
+    dist__inflight_add(f);
+    if (!s) s = dist__rpc_small_send(&sm, to);
+    if (!s && held) *held = 1; /* kept for the wait that follows */
+    else dist__rpc_unlock();
+  }
   if (s == DIST_ERR_BUFFER_TOO_SMALL) { /* the long way: a message object */
     dist__rpc_out *o;
     s = dist__rpc_out_new(kind, f->id, DIST_SUCCESS, &m, &o);
@@ -42,7 +50,9 @@ dist_status dist__rpc_call(dist__rpc_kind kind, int to, const char *name, const 
   if (s) { /* never sent: out of the table again (unless a failure took it) */
     char msg[1024];
     snprintf(msg, sizeof msg, "remote call '%s' to worker%d: %s", name, to, dist_last_error());
+    dist__rpc_lock();
     dist_future *g = dist__inflight_take(f->id);
+    dist__rpc_unlock();
     if (g) dist__future_release(g);
     dist__future_release(f);
     return dist__error(s, "%s", msg);
@@ -50,4 +60,3 @@ dist_status dist__rpc_call(dist__rpc_kind kind, int to, const char *name, const 
   *out = f;
   return DIST_SUCCESS;
 }
-

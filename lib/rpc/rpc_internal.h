@@ -152,8 +152,8 @@ typedef struct dist__rpc_engine {
   pthread_mutex_t pmu;
   pthread_cond_t pcv;
   int pwoken; /* under pmu: a poller that went to sleep woke the progress thread */
-  /* calls made here and not yet answered (futures by id): what shutdown drains */
-  atomic_int fmu; /* the in-flight table's spin lock */
+  /* calls made here and not yet answered (futures by id): what shutdown
+   * drains; under the worker lock (future.c) */
   dist_future *inflight;
   atomic_int *arrived; /* per rank: it entered dist_rpc_shutdown */
 } dist__rpc_engine;
@@ -355,11 +355,19 @@ void dist__rpc_pack_data(char *at, const dist__rpc_msg *m, const size_t *nbytes)
  * object, no completion. DIST_ERR_BUFFER_TOO_SMALL (no message set) when it
  * is not such a message, or UCX did not send it at once: send it with
  * dist__rpc_out_new and dist__rpc_send. Otherwise the encoder's error (m
- * does not encode). keep: once sent, return with the worker lock still
- * held, for a caller about to poll for the answer
- * (dist__future_wait_held): one compare-and-swap and exchange less. */
-dist_status dist__rpc_send_now(int to, dist__rpc_kind kind, uint64_t id, dist_status status, const dist__rpc_msg *m,
-                               int keep);
+ * does not encode). In two steps for a caller that sends under a hold of
+ * the worker lock it takes for more (request.c): encode (no lock), then
+ * send (the lock held). */
+#define DIST__RPC_NOW_MAX 256 /* bytes of a body sent from the stack */
+typedef struct dist__rpc_small {
+  dist__rpc_header h;
+  size_t len;
+  _Alignas(DIST__RPC_ALIGN) unsigned char body[DIST__RPC_NOW_MAX];
+} dist__rpc_small;
+dist_status dist__rpc_small_encode(dist__rpc_small *sm, int to, dist__rpc_kind kind, uint64_t id, dist_status status,
+                                   const dist__rpc_msg *m);
+dist_status dist__rpc_small_send(const dist__rpc_small *sm, int to);
+dist_status dist__rpc_send_now(int to, dist__rpc_kind kind, uint64_t id, dist_status status, const dist__rpc_msg *m);
 
 /* serve.c: a request to run (on an executor) */
 void dist__rpc_enqueue(const dist__rpc_header *h, void *body, size_t len);
@@ -381,8 +389,8 @@ dist_status dist__future_wait_held(dist_future *f, int held);
  * (taken over, NULL for none) or from outs (taken over). Runs its callback. */
 void dist__future_complete(dist_future *f, dist_status s, const char *msg, void *body, const dist__rpc_msg *m,
                            dist_rpc_outputs *outs);
-/* The in-flight table: add a new future, not yet shared, before sending;
- * take by id on a reply. */
+/* The in-flight table, its callers holding the worker lock: add a new
+ * future, not yet shared, before sending; take by id on a reply. */
 void dist__inflight_add(dist_future *f);
 dist_future *dist__inflight_take(uint64_t id);
 /* Fails every call in flight to `peer` (-1: to every peer). */

@@ -9,35 +9,44 @@
 #include "core/fault.h"
 #include "rpc/rpc_internal.h"
 
-#define NOW_MAX 256 /* bytes of a body sent from the stack */
-
-dist_status dist__rpc_send_now(int to, dist__rpc_kind kind, uint64_t id, dist_status status, const dist__rpc_msg *m,
-                              int keep) {
+dist_status dist__rpc_small_encode(dist__rpc_small *sm, int to, dist__rpc_kind kind, uint64_t id, dist_status status,
+                                   const dist__rpc_msg *m) {
   /* Fault injection (tests) lives on the long way; so does a message sent
    * from a completion callback, whose thread may be inside the worker's
-   * progress (the unlikely wait below must not progress it again). */
+   * progress (the unlikely wait in dist__rpc_small_send must not progress
+   * it again). */
   if (dist__fault_site || atomic_load_explicit(&dist__rpc.dead[to], memory_order_relaxed) ||
       dist__future_in_callback())
     return DIST_ERR_BUFFER_TOO_SMALL;
-  _Alignas(DIST__RPC_ALIGN) unsigned char body[NOW_MAX];
-  size_t meta_len, body_len, nbytes[DIST_RPC_MAX_ARGS];
-  dist_status s = dist__rpc_encode_meta_n(m, body, sizeof body, &meta_len, &body_len, nbytes);
-  if (s || body_len > sizeof body) return s ? s : DIST_ERR_BUFFER_TOO_SMALL;
-  dist__rpc_pack_data((char *)body + meta_len, m, nbytes);
-  dist__rpc_header h = dist__rpc_header_make(kind, id, status);
+  size_t meta_len, nbytes[DIST_RPC_MAX_ARGS];
+  dist_status s = dist__rpc_encode_meta_n(m, sm->body, sizeof sm->body, &meta_len, &sm->len, nbytes);
+  if (s || sm->len > sizeof sm->body) return s ? s : DIST_ERR_BUFFER_TOO_SMALL;
+  dist__rpc_pack_data((char *)sm->body + meta_len, m, nbytes);
+  sm->h = dist__rpc_header_make(kind, id, status);
+  return DIST_SUCCESS;
+}
+
+dist_status dist__rpc_small_send(const dist__rpc_small *sm, int to) {
   ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL};
-  dist__rpc_lock();
-  ucs_status_ptr_t r = ucp_am_send_nbx(dist__rpc.ep[to], DIST__RPC_AM_ID, &h, sizeof h, body, body_len, &p);
-  /* A request despite the flag (UCX says it does not happen): the stack
-   * buffer must outlive it. */
+  ucs_status_ptr_t r = ucp_am_send_nbx(dist__rpc.ep[to], DIST__RPC_AM_ID, &sm->h, sizeof sm->h, sm->body, sm->len, &p);
+  /* A request despite the flag (UCX says it does not happen): the buffer
+   * must outlive it. */
   if (r && !UCS_PTR_IS_ERR(r)) {
     while (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_worker_progress(dist__rpc.worker);
     ucs_status_t st = ucp_request_check_status(r);
     ucp_request_free(r);
     r = st == UCS_OK ? NULL : UCS_STATUS_PTR(st);
   }
-  if (!keep || r) dist__rpc_unlock();
   /* Any refusal (no room now, or a UCX that cannot force completion) goes
    * the long way, whose send tells a dead peer from the rest. */
   return r == NULL ? DIST_SUCCESS : DIST_ERR_BUFFER_TOO_SMALL;
+}
+
+dist_status dist__rpc_send_now(int to, dist__rpc_kind kind, uint64_t id, dist_status status, const dist__rpc_msg *m) {
+  dist__rpc_small sm;
+  DIST_CHECK(dist__rpc_small_encode(&sm, to, kind, id, status, m));
+  dist__rpc_lock();
+  dist_status s = dist__rpc_small_send(&sm, to);
+  dist__rpc_unlock();
+  return s;
 }

@@ -50,7 +50,7 @@ static void serve(dist__rpc_job *j) {
     reply.src = outs.t;
   }
   int to = j->h.caller >= 0 && j->h.caller < dist__rpc.size ? j->h.caller : -1;
-  dist_status e2 = to < 0 ? DIST_ERR_BUFFER_TOO_SMALL : dist__rpc_send_now(to, DIST__RPC_REPLY, j->h.call_id, s, &reply, 0);
+  dist_status e2 = to < 0 ? DIST_ERR_BUFFER_TOO_SMALL : dist__rpc_send_now(to, DIST__RPC_REPLY, j->h.call_id, s, &reply);
   if (e2 == DIST_SUCCESS) {
     dist__rpc_outputs_free(&outs);
     job_free(j);
