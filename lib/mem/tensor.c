@@ -8,18 +8,22 @@
 
 static const struct {
   const char *name;
-  size_t size;
   dist__kind kind;
 } DTYPES[DIST_DTYPE_COUNT] = {
-    [DIST_F32] = {"f32", 4, DIST__FLOAT},      [DIST_F64] = {"f64", 8, DIST__FLOAT},
-    [DIST_BF16] = {"bf16", 2, DIST__FLOAT},    [DIST_F16] = {"f16", 2, DIST__FLOAT},
-    [DIST_C64] = {"c64", 8, DIST__COMPLEX},    [DIST_C128] = {"c128", 16, DIST__COMPLEX},
-    [DIST_I32] = {"i32", 4, DIST__INT},        [DIST_I64] = {"i64", 8, DIST__INT},
-    [DIST_U8] = {"u8", 1, DIST__INT},
+    [DIST_F32] = {"f32", DIST__FLOAT},      [DIST_F64] = {"f64", DIST__FLOAT},
+    [DIST_BF16] = {"bf16", DIST__FLOAT},    [DIST_F16] = {"f16", DIST__FLOAT},
+    [DIST_C64] = {"c64", DIST__COMPLEX},    [DIST_C128] = {"c128", DIST__COMPLEX},
+    [DIST_I32] = {"i32", DIST__INT},        [DIST_I64] = {"i64", DIST__INT},
+    [DIST_U8] = {"u8", DIST__INT},
+};
+
+const unsigned char dist__dtype_sizes[DIST_DTYPE_COUNT] = {
+    [DIST_F32] = 4, [DIST_F64] = 8, [DIST_BF16] = 2, [DIST_F16] = 2, [DIST_C64] = 8,
+    [DIST_C128] = 16, [DIST_I32] = 4, [DIST_I64] = 8, [DIST_U8] = 1,
 };
 
 int dist__dtype_valid(dist_dtype t) { return (unsigned)t < DIST_DTYPE_COUNT; }
-size_t dist_dtype_size(dist_dtype t) { return dist__dtype_valid(t) ? DTYPES[t].size : 0; }
+size_t dist_dtype_size(dist_dtype t) { return dist__dtype_size(t); }
 const char *dist_dtype_name(dist_dtype t) { return dist__dtype_valid(t) ? DTYPES[t].name : "unknown"; }
 dist__kind dist__dtype_kind(dist_dtype t) { return DTYPES[t].kind; }
 int dist__dtype_is16(dist_dtype t) { return t == DIST_BF16 || t == DIST_F16; }
@@ -62,10 +66,19 @@ int64_t dist_tensor_numel(const dist_tensor *t) {
   return zero ? 0 : over ? -1 : n;
 }
 
+/* One pass, as numel's and then the bytes' (a remote function's outputs
+ * call it on every call). */
 size_t dist_tensor_nbytes(const dist_tensor *t) {
-  if (!t) return 0;
-  int64_t n = dist_tensor_numel(t), b;
-  if (n < 0 || __builtin_mul_overflow(n, (int64_t)dist_dtype_size(t->dtype), &b) || (uint64_t)b > SIZE_MAX)
+  if (!t || t->ndim < 0 || t->ndim > DIST_TENSOR_MAX_DIMS) return 0;
+  int64_t n = 1, b;
+  int zero = 0, over = 0;
+  for (int i = 0; i < t->ndim; i++) {
+    if (t->shape[i] < 0) return SIZE_MAX;
+    if (t->shape[i] == 0) zero = 1;
+    else over |= __builtin_mul_overflow(n, t->shape[i], &n);
+  }
+  if (zero) return 0;
+  if (over || __builtin_mul_overflow(n, (int64_t)dist__dtype_size(t->dtype), &b) || (uint64_t)b > SIZE_MAX)
     return SIZE_MAX;
   return (size_t)b;
 }
