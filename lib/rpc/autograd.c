@@ -154,7 +154,7 @@ dist_status dist_autograd_backward(dist_autograd_ctx *ctx, const dist_tensor *ro
     dist_status s = DIST_SUCCESS;
     dist_future *b = NULL;
     if (any) {
-      s = dist__rpc_call(DIST__RPC_VJP, r->to, r->name, in, r->nargs + nout, r->opts, r->opts_bytes, &b, NULL);
+      s = dist__rpc_call(DIST__RPC_VJP, r->to, r->name, strlen(r->name), in, r->nargs + nout, r->opts, r->opts_bytes, &b, NULL);
       if (!s) s = dist_future_wait(b);
       if (!s && dist_future_count(b) != r->nargs)
         s = dist__error(DIST_ERR_MISMATCH, "distributed autograd: the VJP of '%s' on worker%d gave %d gradients for %d arguments",

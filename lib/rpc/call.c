@@ -4,14 +4,16 @@
 #include <string.h>
 
 #include "distmgr/manager.h"
+#include "mem/dtype.h"
 #include "rpc/rpc_internal.h"
 
+/* The arguments of a call; *name_len: the name's length. */
 static dist_status check_call(int to, const char *name, const dist_tensor *args, int nargs, const void *opts,
-                              size_t opts_bytes, dist_future **out, const char *what) {
+                              size_t opts_bytes, dist_future **out, const char *what, size_t *name_len) {
   if (!out) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: NULL future pointer", what);
   *out = NULL;
   if (!dist__rpc.on) return dist__error(DIST_ERR_NOT_INITIALIZED, "%s: remote calls are not running (dist_rpc_init)", what);
-  if (!name || !*name || strlen(name) > DIST_RPC_MAX_NAME)
+  if (!name || !*name || (*name_len = strlen(name)) > DIST_RPC_MAX_NAME)
     return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: a function name of 1 to %d bytes is needed", what,
                        DIST_RPC_MAX_NAME);
   if (to < 0 || to >= dist__rpc.size)
@@ -24,12 +26,12 @@ static dist_status check_call(int to, const char *name, const dist_tensor *args,
     if (t->memory != DIST_MEM_HOST)
       return dist__error(DIST_ERR_UNSUPPORTED, "%s: argument %d is device memory (remote calls carry host memory)",
                          what, i);
-    if (!dist_dtype_size(t->dtype) || t->ndim < 0 || t->ndim > DIST_TENSOR_MAX_DIMS)
+    size_t bytes = dist__dtype_size(t->dtype);
+    if (!bytes || t->ndim < 0 || t->ndim > DIST_TENSOR_MAX_DIMS)
       return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: argument %d has dtype %d and %d dims", what, i,
                          (int)t->dtype, t->ndim);
     /* Each extent's bytes must fit even when another extent is 0: the
      * receiver's decoder checks the product dim by dim. */
-    size_t bytes = dist_dtype_size(t->dtype);
     int empty = 0;
     for (int d = 0; d < t->ndim; d++) {
       uint64_t e = (uint64_t)t->shape[d], nb;
@@ -48,8 +50,9 @@ static dist_status check_call(int to, const char *name, const dist_tensor *args,
 /* A call; held as dist__rpc_call's (NULL: none kept). */
 static dist_status call(int to, const char *name, const dist_tensor *args, int nargs, const void *opts,
                         size_t opts_bytes, dist_future **out, const char *what, int *held) {
-  DIST_CHECK(check_call(to, name, args, nargs, opts, opts_bytes, out, what));
-  DIST_CHECK(dist__rpc_call(DIST__RPC_REQUEST, to, name, args, nargs, opts, opts_bytes, out, held));
+  size_t name_len = 0;
+  DIST_CHECK(check_call(to, name, args, nargs, opts, opts_bytes, out, what, &name_len));
+  DIST_CHECK(dist__rpc_call(DIST__RPC_REQUEST, to, name, name_len, args, nargs, opts, opts_bytes, out, held));
   dist__autograd_record(to, name, args, nargs, opts, opts_bytes, *out);
   return DIST_SUCCESS;
 }

@@ -429,7 +429,7 @@ static dist_status register_own(void) {
 
 static dist_status call_own(int to, const char *name) {
   dist_future *f = NULL;
-  dist_status s = dist__rpc_call(DIST__RPC_REQUEST, to, name, NULL, 0, NULL, 0, &f, NULL);
+  dist_status s = dist__rpc_call(DIST__RPC_REQUEST, to, name, strlen(name), NULL, 0, NULL, 0, &f, NULL);
   if (!s) s = dist_future_wait(f);
   dist_future_free(f);
   return s;

@@ -21,11 +21,11 @@ static uint64_t new_id(void) {
 }
 
 /* A call of `kind` (a function or its VJP). */
-dist_status dist__rpc_call(dist__rpc_kind kind, int to, const char *name, const dist_tensor *args, int nargs,
-                           const void *opts, size_t opts_bytes, dist_future **out, int *held) {
+dist_status dist__rpc_call(dist__rpc_kind kind, int to, const char *name, size_t name_len, const dist_tensor *args,
+                           int nargs, const void *opts, size_t opts_bytes, dist_future **out, int *held) {
   if (held) *held = 0;
   dist__rpc_msg m; /* its tensors stay the caller's (src): not copied in */
-  m.name = name, m.name_len = strlen(name), m.ntensors = nargs, m.extra = opts, m.extra_len = opts_bytes;
+  m.name = name, m.name_len = name_len, m.ntensors = nargs, m.extra = opts, m.extra_len = opts_bytes;
   m.src = args;
   dist_future *f = dist__future_new();
   if (!f) return dist__error(DIST_ERR_NO_MEMORY, "remote call: a future");

@@ -179,11 +179,6 @@ static inline int dist__rpc_spin_over(dist__rpc_spin *sp) {
 /* state.c: polling sessions begun and ended by all threads (some thread
  * polls the worker while they differ). */
 void dist__rpc_poll_counts(unsigned *begun, unsigned *ended);
-/* state.c: a thread starts or stops polling the worker. `blocking`: it
- * stops in order to sleep until someone else progresses the worker, so the
- * progress thread is woken if it parked (engine.c). */
-void dist__rpc_poll_begin(void);
-void dist__rpc_poll_end(int blocking);
 void dist__rpc_wake_progress(void);
 /* The worker's lock, and one turn of progress only if nobody else holds it
  * (for a thread that waits for a message that the holder may be handling).
@@ -273,12 +268,41 @@ typedef struct dist__rpc_thread {
   int in_callback;             /* future.c: inside a completion callback */
   int polling;                 /* serve.c: the executor that polls the worker */
   struct dist__rpc_job *handed; /* serve.c: a request it received itself */
-  void *poll_slot;             /* state.c: this thread's polling counters */
+  struct dist__rpc_poll_slot *poll_slot; /* state.c: this thread's polling counters */
   int no_slot;                 /* state.c: none left for it */
   uint64_t next_id, end_id;    /* request.c: its block of call ids */
   dist_autograd_ctx *autograd; /* autograd.c: the context recording on it */
 } dist__rpc_thread;
 extern _Thread_local dist__rpc_thread dist__rpc_me;
+
+/* Each polling thread counts its sessions in a cache line of its own, with
+ * plain stores: a shared counter took two locked instructions per wait, four
+ * a round trip. Threads beyond the slots share one, with locked adds
+ * (state.c). The progress thread sums them when it wakes (engine.c). */
+typedef struct dist__rpc_poll_slot {
+  _Alignas(64) atomic_uint begins;
+  atomic_uint ends;
+} dist__rpc_poll_slot;
+dist__rpc_poll_slot *dist__rpc_poll_slot_new(dist__rpc_thread *me);
+static inline void dist__rpc_poll_count(atomic_uint *c, int shared) {
+  if (shared) atomic_fetch_add(c, 1);
+  else atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_release);
+}
+/* A thread starts or stops polling the worker. `blocking`: it stops in
+ * order to sleep until someone else progresses the worker, so the progress
+ * thread is woken if it parked (engine.c). Inline: two calls and two
+ * thread-local look-ups a wait less. */
+static inline void dist__rpc_poll_begin(void) {
+  dist__rpc_thread *me = &dist__rpc_me;
+  dist__rpc_poll_slot *s = me->poll_slot ? me->poll_slot : dist__rpc_poll_slot_new(me);
+  dist__rpc_poll_count(&s->begins, me->no_slot);
+}
+static inline void dist__rpc_poll_end(int blocking) {
+  dist__rpc_thread *me = &dist__rpc_me;
+  dist__rpc_poll_slot *s = me->poll_slot ? me->poll_slot : dist__rpc_poll_slot_new(me);
+  dist__rpc_poll_count(&s->ends, me->no_slot);
+  if (blocking) dist__rpc_wake_progress();
+}
 
 /* Inline: as calls through the PLT, the 14 gets and puts of a round trip
  * were 19 % of its path without the network (perf, bench/RESULTS.md
@@ -400,11 +424,11 @@ int dist__inflight_count(void);
 /* outputs.c */
 void dist__rpc_outputs_free(dist_rpc_outputs *o);
 
-/* request.c: a call of `kind` (a function or its VJP), its arguments
- * checked. held (may be NULL): set to 1 when the call went out with the
- * worker lock kept (dist__rpc_send_now), for dist__future_wait_held. */
-dist_status dist__rpc_call(dist__rpc_kind kind, int to, const char *name, const dist_tensor *args, int nargs,
-                           const void *opts, size_t opts_bytes, dist_future **out, int *held);
+/* request.c: a call of `kind` (a function or its VJP) named name (of
+ * name_len bytes), its arguments checked. held (may be NULL): set to 1 when
+ * the call went out with the worker lock kept, for dist__future_wait_held. */
+dist_status dist__rpc_call(dist__rpc_kind kind, int to, const char *name, size_t name_len, const dist_tensor *args,
+                           int nargs, const void *opts, size_t opts_bytes, dist_future **out, int *held);
 
 /* autograd.c: records a call made under this thread's context. */
 void dist__autograd_record(int to, const char *name, const dist_tensor *args, int nargs, const void *opts,

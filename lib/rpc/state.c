@@ -49,38 +49,20 @@ unsigned dist__rpc_try_progress(void) {
   return n;
 }
 
-/* Each polling thread counts its sessions in a cache line of its own, with
- * plain stores: a shared counter took two locked instructions per wait, four
- * a round trip. Threads beyond the slots share one pair of counters. The
- * progress thread sums them when it wakes (engine.c). */
+/* The polling threads' session counters (rpc_internal.h). */
 #define POLL_SLOTS 64
-typedef struct poll_slot {
-  _Alignas(64) atomic_uint begins;
-  atomic_uint ends;
-} poll_slot;
-static poll_slot slots[POLL_SLOTS];
-/* The threads beyond the slots: counted here, never reset either (a session
- * that spans dist_rpc_shutdown and init stays balanced). */
-static poll_slot shared;
+static dist__rpc_poll_slot slots[POLL_SLOTS];
+/* The threads beyond the slots share this one, counted with locked adds;
+ * never reset either (a session that spans dist_rpc_shutdown and init stays
+ * balanced). */
+static dist__rpc_poll_slot shared;
 static atomic_int nslots;
 
-static poll_slot *my_slot(void) {
-  dist__rpc_thread *me = &dist__rpc_me;
-  if (me->poll_slot || me->no_slot) return me->poll_slot;
+dist__rpc_poll_slot *dist__rpc_poll_slot_new(dist__rpc_thread *me) {
+  if (me->no_slot) return &shared;
   int i = atomic_fetch_add(&nslots, 1);
-  if (i >= POLL_SLOTS) return me->no_slot = 1, NULL;
+  if (i >= POLL_SLOTS) return me->no_slot = 1, &shared;
   return me->poll_slot = &slots[i];
-}
-
-/* One writer per slot: a load and a release store, no lock prefix. */
-static void bump(atomic_uint *c) {
-  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_release);
-}
-
-void dist__rpc_poll_begin(void) {
-  poll_slot *s = my_slot();
-  if (s) bump(&s->begins);
-  else atomic_fetch_add(&shared.begins, 1);
 }
 
 void dist__rpc_poll_counts(unsigned *begun, unsigned *ended) {
@@ -100,9 +82,4 @@ void dist__rpc_wake_progress(void) {
   pthread_mutex_unlock(&dist__rpc.pmu);
 }
 
-void dist__rpc_poll_end(int blocking) {
-  poll_slot *s = my_slot();
-  if (s) bump(&s->ends);
-  else atomic_fetch_add(&shared.ends, 1);
-  if (blocking) dist__rpc_wake_progress();
-}
+
