@@ -50,6 +50,7 @@ dist_status dist__rpc_encode_meta_n(const dist__rpc_msg *m, void *buf, size_t ca
       if (!times_extent(&n, t->shape[k]))
         return dist__error(DIST_ERR_INVALID_ARGUMENT, "remote call: tensor %d has extent %lld in dim %d", i,
                            (long long)t->shape[k], k);
+    if (n && !t->data) return dist__error(DIST_ERR_INVALID_ARGUMENT, "remote call: tensor %d has no data", i);
     nb[i] = n;
     data += dist__rpc_pad(n);
     at = align_up(at + 8, 8) + 8 * (size_t)t->ndim;
