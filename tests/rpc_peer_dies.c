@@ -3,7 +3,9 @@
  * call to it fails within DIST_TIMEOUT with a message naming it, and calls
  * among the living still work. Prints one "survived: ..." line per live
  * rank, exits 0 there (without a shutdown, which the dead rank cannot join).
- * RPC_PEER_DIES_WARM=1 uses every endpoint first. */
+ * RPC_PEER_DIES_WARM=1 uses every endpoint first. RPC_PEER_DIES_IN_CALL=1:
+ * the last rank dies while it serves the others' calls ("die"), which are
+ * then in flight, not made after the death. */
 #include <distmgr.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -22,6 +24,14 @@ static dist_status done(const dist_rpc_args *in, dist_rpc_outputs *out, void *u)
   return DIST_SUCCESS;
 }
 
+/* Every caller's "die" is in flight by the time the first one ends the process. */
+static dist_status die(const dist_rpc_args *in, dist_rpc_outputs *out, void *u) {
+  (void)in, (void)out, (void)u;
+  struct timespec nap = {0, 500 * 1000 * 1000};
+  nanosleep(&nap, NULL);
+  _exit(0);
+}
+
 static dist_status echo(const dist_rpc_args *in, dist_rpc_outputs *out, void *u) {
   (void)u;
   dist_tensor t;
@@ -33,7 +43,8 @@ static dist_status echo(const dist_rpc_args *in, dist_rpc_outputs *out, void *u)
 int main(void) {
   int r, w;
   if (dist_manager_initialize() || dist_manager_rank(&r) || dist_manager_world_size(&w) ||
-      dist_rpc_register("echo", echo, NULL) || dist_rpc_register("done", done, NULL) || dist_rpc_init())
+      dist_rpc_register("echo", echo, NULL) || dist_rpc_register("done", done, NULL) ||
+      dist_rpc_register("die", die, NULL) || dist_rpc_init())
     return fprintf(stderr, "rpc_peer_dies: %s\n", dist_last_error()), 1;
   /* RPC_PEER_DIES_WARM=1: every endpoint in use before the death (shared
    * memory on one node then notices nothing: the call ends at DIST_TIMEOUT). */
@@ -46,15 +57,19 @@ int main(void) {
     dist_future_free(g);
   }
   if (dist_rpc_barrier()) return fprintf(stderr, "rpc_peer_dies: barrier: %s\n", dist_last_error()), 1;
-  if (r == w - 1) _exit(0); /* gone: no finalize, no shutdown */
+  int in_call = getenv("RPC_PEER_DIES_IN_CALL") != NULL;
+  if (r == w - 1) { /* gone: no finalize, no shutdown */
+    if (!in_call) _exit(0);
+    for (;;) pause(); /* its executors serve "die" */
+  }
   struct timespec nap = {0, 300 * 1000 * 1000};
-  nanosleep(&nap, NULL);
+  if (!in_call) nanosleep(&nap, NULL);
   double x = r;
   int64_t one = 1;
   dist_tensor a = dist_tensor_host(&x, DIST_F64, 1, &one);
   dist_future *f = NULL;
   time_t t0 = time(NULL);
-  dist_status s = dist_rpc_call_sync(w - 1, "echo", &a, 1, NULL, 0, &f);
+  dist_status s = dist_rpc_call_sync(w - 1, in_call ? "die" : "echo", &a, 1, NULL, 0, &f);
   char msg[512];
   snprintf(msg, sizeof msg, "%s", dist_last_error());
   dist_future_free(f);

@@ -209,6 +209,7 @@ static void *progress_main(void *arg) {
     us = DIST__RPC_PARK_US; /* quiet: this thread serves the worker now */
     dist__rpc_lock();
     unsigned n = ucp_worker_progress(dist__rpc.worker);
+    dist__rpc_after_progress();
     ucs_status_t st = n ? UCS_ERR_BUSY : ucp_worker_arm(dist__rpc.worker);
     dist__rpc_unlock();
     if (st == UCS_ERR_BUSY) continue; /* progress made, or events came meanwhile */
@@ -220,13 +221,11 @@ static void *progress_main(void *arg) {
 
 /* ---- peers ---------------------------------------------------------------------- */
 
+/* UCX's error callback: possibly on UCX's own thread, so it only marks the
+ * peer; its calls in flight are failed under the worker lock (state.c). */
 static void peer_failed(void *arg, ucp_ep_h ep, ucs_status_t st) {
-  int peer = (int)(intptr_t)arg;
   (void)ep;
-  if (atomic_exchange(&dist__rpc.dead[peer], 1)) return;
-  char why[160];
-  snprintf(why, sizeof why, "the worker left or died (UCX: %s)", ucs_status_string(st));
-  dist__inflight_fail(peer, DIST_ERR_ABORTED, why);
+  dist__rpc_mark_dead((int)(intptr_t)arg, st);
 }
 
 /* Every rank's worker address, through an all-gather over the world. */
@@ -349,6 +348,7 @@ static void teardown(void) {
   if (dist__rpc.worker) close_endpoints();
   free(dist__rpc.ep);
   free(dist__rpc.dead);
+  free(dist__rpc.dead_why);
   free(dist__rpc.arrived);
   if (dist__rpc.worker) ucp_worker_destroy(dist__rpc.worker);
   dist__rpc.worker = NULL;
@@ -385,8 +385,9 @@ dist_status dist_rpc_init(void) {
   dist_status s = DIST_SUCCESS;
   dist__rpc.ep = calloc((size_t)dist__rpc.size, sizeof *dist__rpc.ep);
   dist__rpc.dead = calloc((size_t)dist__rpc.size, sizeof *dist__rpc.dead);
+  dist__rpc.dead_why = calloc((size_t)dist__rpc.size, sizeof *dist__rpc.dead_why);
   dist__rpc.arrived = calloc((size_t)dist__rpc.size, sizeof *dist__rpc.arrived);
-  if (!dist__rpc.ep || !dist__rpc.dead || !dist__rpc.arrived) s = dist__error(DIST_ERR_NO_MEMORY, "dist_rpc_init: endpoints");
+  if (!dist__rpc.ep || !dist__rpc.dead || !dist__rpc.dead_why || !dist__rpc.arrived) s = dist__error(DIST_ERR_NO_MEMORY, "dist_rpc_init: endpoints");
   if (!s) s = register_own();
   if (!s) s = create_worker();
   s = agree(s, "dist_rpc_init (UCX worker)");
@@ -450,6 +451,7 @@ static dist_status drain(void) {
   double t0 = dist__rpc_now_us(), limit = dist__rpc.timeout > 0 ? dist__rpc.timeout * 1e6 : 0;
   for (;;) {
     dist__rpc_lock();
+    dist__rpc_fail_dead();
     int n = dist__inflight_count(), late = n > 0 && limit && dist__rpc_now_us() - t0 > limit;
     if (late) dist__inflight_fail(-1, DIST_ERR_TIMEOUT, "abandoned by dist_rpc_shutdown after DIST_TIMEOUT");
     dist__rpc_unlock();

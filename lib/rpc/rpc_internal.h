@@ -136,6 +136,10 @@ typedef struct dist__rpc_engine {
   atomic_int wwant;
   ucp_ep_h *ep;
   atomic_int *dead; /* per peer: its endpoint failed */
+  int *dead_why;    /* per peer: UCX's status when it did */
+  /* A peer was marked dead and its calls in flight are still to be failed
+   * (by whoever next holds the worker lock: dist__rpc_fail_dead). */
+  atomic_int fail_pending;
   int efd;
   pthread_t progress;
   atomic_int stop;
@@ -209,6 +213,15 @@ static inline void dist__rpc_unlock(void) {
   if (atomic_exchange_explicit(&dist__rpc.wword, 0, memory_order_release) == 2) dist__rpc_unlock_wake();
 }
 unsigned dist__rpc_try_progress(void);
+/* state.c: marks a peer dead (UCX's error callback, a failed send; any
+ * thread, no lock: UCX may call it from its own thread) and has its calls in
+ * flight failed by dist__rpc_fail_dead, which runs with the worker lock held
+ * (the in-flight table's lock) after each progress. */
+void dist__rpc_mark_dead(int peer, ucs_status_t st);
+void dist__rpc_fail_dead(void);
+static inline void dist__rpc_after_progress(void) {
+  if (atomic_load_explicit(&dist__rpc.fail_pending, memory_order_relaxed)) dist__rpc_fail_dead();
+}
 /* The lock for a thread that only polls: when it is free, nobody waits for
  * it, and the worker is there (teardown clears it under the lock). */
 static inline int dist__rpc_poll_lock(void) {
@@ -226,6 +239,7 @@ static inline int dist__rpc_poll_lock(void) {
 static inline void dist__rpc_poll_turn(int *held) {
   if (!*held && !(*held = dist__rpc_poll_lock())) return;
   ucp_worker_progress(dist__rpc.worker);
+  dist__rpc_after_progress();
   if (atomic_load_explicit(&dist__rpc.wwant, memory_order_relaxed)) {
     dist__rpc_unlock();
     *held = 0;

@@ -118,7 +118,7 @@ static void sent(void *request, ucs_status_t st, void *user) {
 
 /* A send UCX refused or failed: the peer's memory or connection is gone. */
 static dist_status unreachable(int to, ucs_status_t st) {
-  atomic_store(&dist__rpc.dead[to], 1);
+  dist__rpc_mark_dead(to, st); /* its other calls in flight fail too */
   return dist__error(DIST_ERR_ABORTED, "worker%d cannot be reached (UCX: %s): it left or died", to,
                      ucs_status_string(st));
 }
@@ -163,7 +163,10 @@ dist_status dist__rpc_send(int to, dist__rpc_out *o, int wait) {
    * on itself: pollers, this one's turns included, give up while the lock is
    * held (state.c), and nobody else could. */
   if (atomic_load_explicit(&dist__rpc.wowner, memory_order_relaxed) == (uintptr_t)pthread_self())
-    while (!__atomic_load_n(&o->done, __ATOMIC_ACQUIRE)) ucp_worker_progress(dist__rpc.worker);
+    while (!__atomic_load_n(&o->done, __ATOMIC_ACQUIRE)) {
+      ucp_worker_progress(dist__rpc.worker);
+      dist__rpc_after_progress();
+    }
   /* Move it on ourselves first (a rendezvous send waits for the receiver's
    * fetch): no hand-off to the progress thread for a send that is quick. */
   dist__rpc_poll_begin();
