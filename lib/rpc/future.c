@@ -1,11 +1,9 @@
-/* Futures of remote calls: completion, waiting (bounded by DIST_TIMEOUT),
- * callbacks, and the table of calls in flight. */
-#include <errno.h>
+/* Futures of remote calls: completion, callbacks, and the table of calls in
+ * flight with the failing of a dead peer's calls (waiting: wait.c). */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "rpc/rpc_internal.h"
 
@@ -69,16 +67,6 @@ void dist_future_free(dist_future *f) {
 
 int dist__future_in_callback(void) { return dist__rpc_me.in_callback; }
 
-/* A future's state bits. Its one completer fills the result and publishes
- * it; it settles at once (waits return), or after the `then`
- * callback registered meanwhile, which it runs. A waiter about to sleep sets
- * SLEEPER first, so that the settling completer knows to wake it: no lock
- * or broadcast on a call whose caller spins (they cost 25 ns a round trip,
- * bench/RESULTS.md "bench/rpc"). */
-enum { CB_SET = 2, PUBLISHED = 4, SETTLED = 8, SLEEPER = 16 };
-
-static unsigned state(const dist_future *f) { return atomic_load(&((dist_future *)f)->state); }
-static int settled(const dist_future *f) { return (state(f) & SETTLED) != 0; }
 
 static void wake_sleepers(dist_future *f) {
   pthread_mutex_lock(&f->mu);
@@ -91,7 +79,7 @@ void dist__future_complete(dist_future *f, dist_status s, const char *msg, void 
   /* Whoever takes a call from the in-flight table (its reply, or its
    * failure), or the last part of a partitioned call, completes it: one
    * completer, no claim to make. Checked all the same. */
-  if (state(f) & PUBLISHED) {
+  if (dist__future_state(f) & DIST__FUTURE_PUBLISHED) {
     if (body != f->inline_body) dist__rpc_buf_put(body);
     if (outs) dist__rpc_outputs_free(outs);
     return;
@@ -113,116 +101,22 @@ void dist__future_complete(dist_future *f, dist_status s, const char *msg, void 
     dist__rpc_outputs_free(outs);
   }
   /* Publish, and settle in the same step unless a callback waits to run. */
-  unsigned cur = state(f), want;
-  do want = cur | PUBLISHED | (cur & CB_SET ? 0 : SETTLED);
+  unsigned cur = dist__future_state(f), want;
+  do want = cur | DIST__FUTURE_PUBLISHED | (cur & DIST__FUTURE_CB_SET ? 0 : DIST__FUTURE_SETTLED);
   while (!atomic_compare_exchange_weak(&f->state, &cur, want));
-  if (!(cur & CB_SET)) {
-    if (cur & SLEEPER) wake_sleepers(f);
+  if (!(cur & DIST__FUTURE_CB_SET)) {
+    if (cur & DIST__FUTURE_SLEEPER) wake_sleepers(f);
     return;
   }
   atomic_fetch_add(&f->refs, 1); /* the callback's own hold */
   dist__rpc_me.in_callback++;
   f->then(f, f->then_user);
   dist__rpc_me.in_callback--;
-  if (atomic_fetch_or(&f->state, SETTLED) & SLEEPER) wake_sleepers(f);
+  if (atomic_fetch_or(&f->state, DIST__FUTURE_SETTLED) & DIST__FUTURE_SLEEPER) wake_sleepers(f);
   dist__future_release(f);
 }
 
-int dist_future_test(const dist_future *f) { return f && (state(f) & PUBLISHED); }
-
-/* Waits for done with the deadline of DIST_TIMEOUT (0: none). held: this
- * thread holds the worker lock already (kept from its send). */
-static dist_status wait_done(dist_future *f, const char *what, int held) {
-  if (!f) {
-    if (held) dist__rpc_unlock();
-    return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: NULL future", what);
-  }
-  /* In a completion callback this thread may hold the worker inside its
-   * progress: nobody could move the reply (rpc.h: do not wait in it). */
-  if (dist__rpc_me.in_callback && !settled(f)) {
-    if (held) dist__rpc_unlock();
-    return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: waiting inside a dist_future_then callback (it runs where "
-                                                   "replies are received; wait outside it)", what);
-  }
-  /* The waiter progresses the worker itself for a while (its reply is then
-   * handled on this thread, no wake-up of the progress thread and back),
-   * then sleeps until the progress thread completes the call. */
-  dist__rpc_spin sp = {0, 0};
-  dist__rpc_poll_begin();
-  while (!settled(f)) {
-    dist__rpc_poll_turn(&held);
-    if (dist__rpc_spin_over(&sp)) break;
-  }
-  dist__rpc_poll_release(&held);
-  int done = settled(f);
-  dist__rpc_poll_end(!done); /* about to sleep: the progress thread takes over */
-  if (done) return DIST_SUCCESS;
-  double timeout = dist__rpc.timeout;
-  struct timespec dl;
-  clock_gettime(CLOCK_REALTIME, &dl);
-  if (timeout > 0) {
-    dl.tv_sec += (time_t)timeout;
-    dl.tv_nsec += (long)((timeout - (double)(time_t)timeout) * 1e9);
-    if (dl.tv_nsec >= 1000000000L) dl.tv_sec++, dl.tv_nsec -= 1000000000L;
-  }
-  pthread_mutex_lock(&f->mu);
-  atomic_fetch_or(&f->state, SLEEPER); /* before the check: the settling completer sees it, or we see SETTLED */
-  int rc = 0;
-  while (!settled(f) && rc != ETIMEDOUT)
-    rc = timeout > 0 ? pthread_cond_timedwait(&f->cv, &f->mu, &dl) : pthread_cond_wait(&f->cv, &f->mu);
-  done = settled(f);
-  pthread_mutex_unlock(&f->mu);
-  if (done) return DIST_SUCCESS;
-  if (f->to >= 0)
-    return dist__error(DIST_ERR_TIMEOUT, "%s: the call to worker%d did not complete within DIST_TIMEOUT (%g s)", what,
-                       f->to, timeout);
-  return dist__error(DIST_ERR_TIMEOUT, "%s: the call did not complete within DIST_TIMEOUT (%g s)", what, timeout);
-}
-
-/* A completed future's status, its message made this thread's last error. */
-static dist_status outcome(const dist_future *f) {
-  if (!f->status) return DIST_SUCCESS;
-  return dist__error(f->status, "%s", f->msg ? f->msg : dist_status_string(f->status));
-}
-
-dist_status dist_future_wait(dist_future *f) {
-  DIST_CHECK(wait_done(f, "dist_future_wait", 0));
-  return outcome(f);
-}
-
-dist_status dist__future_wait_held(dist_future *f, int held) {
-  DIST_CHECK(wait_done(f, "dist_future_wait", held));
-  return outcome(f);
-}
-
-dist_status dist_future_wait_all(dist_future *const *fs, int n) {
-  if (n < 0 || (n && !fs)) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_future_wait_all: %d futures", n);
-  dist_status first = DIST_SUCCESS;
-  for (int i = 0; i < n; i++) {
-    DIST_CHECK(wait_done(fs[i], "dist_future_wait_all", 0));
-    if (!first && fs[i]->status) first = outcome(fs[i]);
-  }
-  return first ? dist__error(first, "%s", dist_last_error()) : DIST_SUCCESS;
-}
-
-dist_status dist_future_wait_any(dist_future *const *fs, int n, int *index) {
-  if (n <= 0 || !fs || !index) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_future_wait_any: %d futures", n);
-  for (int i = 0; i < n; i++)
-    if (!fs[i]) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_future_wait_any: future %d is NULL", i);
-  double t0 = dist__rpc_now_us();
-  for (long spin = 0;; spin++) {
-    for (int i = 0; i < n; i++)
-      if (settled(fs[i])) return *index = i, DIST_SUCCESS;
-    if (dist__rpc_me.in_callback) /* as wait_done: nothing could complete them */
-      return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_future_wait_any: waiting inside a dist_future_then callback");
-    if (dist__rpc.timeout > 0 && dist__rpc_now_us() - t0 > dist__rpc.timeout * 1e6)
-      return dist__error(DIST_ERR_TIMEOUT, "dist_future_wait_any: none of %d calls completed within DIST_TIMEOUT", n);
-    if (spin > 1000) {
-      struct timespec nap = {0, 50000};
-      nanosleep(&nap, NULL);
-    }
-  }
-}
+int dist_future_test(const dist_future *f) { return f && (dist__future_state(f) & DIST__FUTURE_PUBLISHED); }
 
 dist_status dist_future_then(dist_future *f, void (*cb)(dist_future *, void *), void *user) {
   if (!f || !cb) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_future_then: NULL future or callback");
@@ -232,26 +126,26 @@ dist_status dist_future_then(dist_future *f, void (*cb)(dist_future *, void *), 
   pthread_mutex_unlock(&f->mu);
   if (had) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_future_then: the future has a callback already");
   f->then = cb, f->then_user = user;
-  unsigned cur = state(f);
+  unsigned cur = dist__future_state(f);
   do
-    if (cur & PUBLISHED) { /* completed: run it here */
+    if (cur & DIST__FUTURE_PUBLISHED) { /* completed: run it here */
       cb(f, user);
       return DIST_SUCCESS;
     }
-  while (!atomic_compare_exchange_weak(&f->state, &cur, cur | CB_SET));
+  while (!atomic_compare_exchange_weak(&f->state, &cur, cur | DIST__FUTURE_CB_SET));
   return DIST_SUCCESS;
 }
 
 dist_status dist_future_status(const dist_future *f) {
   if (!f) return DIST_ERR_INVALID_ARGUMENT;
-  return state(f) & PUBLISHED ? f->status : DIST_ERR_INVALID_ARGUMENT;
+  return dist__future_state(f) & DIST__FUTURE_PUBLISHED ? f->status : DIST_ERR_INVALID_ARGUMENT;
 }
 const char *dist_future_message(const dist_future *f) {
-  if (!f || !(state(f) & PUBLISHED)) return "the call has not completed";
+  if (!f || !(dist__future_state(f) & DIST__FUTURE_PUBLISHED)) return "the call has not completed";
   return f->msg ? f->msg : dist_status_string(f->status);
 }
 int dist_future_count(const dist_future *f) {
-  return f && (state(f) & PUBLISHED) && !f->status ? f->nout : 0;
+  return f && (dist__future_state(f) & DIST__FUTURE_PUBLISHED) && !f->status ? f->nout : 0;
 }
 const dist_tensor *dist_future_output(const dist_future *f, int i) {
   return i >= 0 && i < dist_future_count(f) ? &f->out[i] : NULL;
@@ -300,4 +194,20 @@ int dist__inflight_count(void) {
   int n = 0;
   for (dist_future *f = dist__rpc.inflight; f; f = f->next_inflight) n++;
   return n;
+}
+
+void dist__rpc_mark_dead(int peer, ucs_status_t st) {
+  if (!atomic_load(&dist__rpc.dead[peer])) dist__rpc.dead_why[peer] = (int)st;
+  atomic_store(&dist__rpc.dead[peer], 1);
+  atomic_store(&dist__rpc.fail_pending, 1);
+}
+
+void dist__rpc_fail_dead(void) {
+  if (!atomic_exchange(&dist__rpc.fail_pending, 0)) return;
+  for (int p = 0; p < dist__rpc.size; p++) {
+    if (!atomic_load(&dist__rpc.dead[p])) continue;
+    char why[160];
+    snprintf(why, sizeof why, "the worker left or died (UCX: %s)", ucs_status_string((ucs_status_t)dist__rpc.dead_why[p]));
+    dist__inflight_fail(p, DIST_ERR_ABORTED, why);
+  }
 }

@@ -105,6 +105,23 @@ struct dist_future {
   _Alignas(DIST__RPC_ALIGN) unsigned char inline_body[DIST__RPC_FUTURE_INLINE];
 };
 
+/* A future's state bits (future.c). Its one completer fills the result and
+ * publishes it; it settles at once (waits return), or after the `then`
+ * callback registered meanwhile, which it runs. A waiter about to sleep sets
+ * SLEEPER first, so that the settling completer knows to wake it: no lock
+ * or broadcast on a call whose caller spins (they cost 25 ns a round trip,
+ * bench/RESULTS.md "bench/rpc"). */
+enum {
+  DIST__FUTURE_CB_SET = 2,
+  DIST__FUTURE_PUBLISHED = 4,
+  DIST__FUTURE_SETTLED = 8,
+  DIST__FUTURE_SLEEPER = 16
+};
+static inline unsigned dist__future_state(const dist_future *f) { return atomic_load(&((dist_future *)f)->state); }
+static inline int dist__future_settled(const dist_future *f) {
+  return (dist__future_state(f) & DIST__FUTURE_SETTLED) != 0;
+}
+
 typedef struct dist__rpc_fn_entry {
   char name[DIST_RPC_MAX_NAME + 1];
   dist_rpc_fn fn, vjp;
@@ -212,8 +229,9 @@ static inline void dist__rpc_unlock(void) {
   atomic_store_explicit(&dist__rpc.wowner, 0, memory_order_relaxed);
   if (atomic_exchange_explicit(&dist__rpc.wword, 0, memory_order_release) == 2) dist__rpc_unlock_wake();
 }
+/* wait.c: one turn of progress, only if nobody else holds the worker lock. */
 unsigned dist__rpc_try_progress(void);
-/* state.c: marks a peer dead (UCX's error callback, a failed send; any
+/* future.c: marks a peer dead (UCX's error callback, a failed send; any
  * thread, no lock: UCX may call it from its own thread) and has its calls in
  * flight failed by dist__rpc_fail_dead, which runs with the worker lock held
  * (the in-flight table's lock) after each progress. */

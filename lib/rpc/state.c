@@ -1,6 +1,5 @@
 /* The one state of remote calls, shared by the files of lib/rpc. */
 #include <linux/futex.h>
-#include <stdio.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -42,30 +41,6 @@ void dist__rpc_lock_slow(void) {
 }
 
 void dist__rpc_unlock_wake(void) { futex(&dist__rpc.wword, FUTEX_WAKE_PRIVATE, 1); }
-
-unsigned dist__rpc_try_progress(void) {
-  if (!dist__rpc_poll_lock()) return 0;
-  unsigned n = ucp_worker_progress(dist__rpc.worker);
-  dist__rpc_after_progress();
-  dist__rpc_unlock();
-  return n;
-}
-
-void dist__rpc_mark_dead(int peer, ucs_status_t st) {
-  if (!atomic_load(&dist__rpc.dead[peer])) dist__rpc.dead_why[peer] = (int)st;
-  atomic_store(&dist__rpc.dead[peer], 1);
-  atomic_store(&dist__rpc.fail_pending, 1);
-}
-
-void dist__rpc_fail_dead(void) {
-  if (!atomic_exchange(&dist__rpc.fail_pending, 0)) return;
-  for (int p = 0; p < dist__rpc.size; p++) {
-    if (!atomic_load(&dist__rpc.dead[p])) continue;
-    char why[160];
-    snprintf(why, sizeof why, "the worker left or died (UCX: %s)", ucs_status_string((ucs_status_t)dist__rpc.dead_why[p]));
-    dist__inflight_fail(p, DIST_ERR_ABORTED, why);
-  }
-}
 
 /* The polling threads' session counters (rpc_internal.h). */
 #define POLL_SLOTS 64
