@@ -208,8 +208,7 @@ static void *progress_main(void *arg) {
     woken = 0;
     us = DIST__RPC_PARK_US; /* quiet: this thread serves the worker now */
     dist__rpc_lock();
-    unsigned n = ucp_worker_progress(dist__rpc.worker);
-    dist__rpc_after_progress();
+    unsigned n = dist__rpc_progress();
     ucs_status_t st = n ? UCS_ERR_BUSY : ucp_worker_arm(dist__rpc.worker);
     dist__rpc_unlock();
     if (st == UCS_ERR_BUSY) continue; /* progress made, or events came meanwhile */
@@ -222,7 +221,7 @@ static void *progress_main(void *arg) {
 /* ---- peers ---------------------------------------------------------------------- */
 
 /* UCX's error callback: possibly on UCX's own thread, so it only marks the
- * peer; its calls in flight are failed under the worker lock (state.c). */
+ * peer; its calls in flight are failed under the worker lock (future.c). */
 static void peer_failed(void *arg, ucp_ep_h ep, ucs_status_t st) {
   (void)ep;
   dist__rpc_mark_dead((int)(intptr_t)arg, st);

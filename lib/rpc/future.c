@@ -67,7 +67,6 @@ void dist_future_free(dist_future *f) {
 
 int dist__future_in_callback(void) { return dist__rpc_me.in_callback; }
 
-
 static void wake_sleepers(dist_future *f) {
   pthread_mutex_lock(&f->mu);
   pthread_cond_broadcast(&f->cv);

@@ -32,9 +32,8 @@
 #define DIST__RPC_SMALL 256
 #define DIST__RPC_MEDIUM 4096
 
-/* A lock for the short critical sections that every call passes (the
- * in-flight table, the registry): a pthread mutex's lock and unlock cost
- * 40 ns a pair there. It yields now and then: a holder may be preempted. */
+/* A lock for short critical sections (the registry's registrations): a
+ * pthread mutex's lock and unlock cost 40 ns a pair there. It yields now and then: a holder may be preempted. */
 static inline void dist__rpc_spin_lock(atomic_int *l) {
   for (int i = 0; atomic_exchange_explicit(l, 1, memory_order_acquire);)
     while (atomic_load_explicit(l, memory_order_relaxed)) {
@@ -234,11 +233,16 @@ unsigned dist__rpc_try_progress(void);
 /* future.c: marks a peer dead (UCX's error callback, a failed send; any
  * thread, no lock: UCX may call it from its own thread) and has its calls in
  * flight failed by dist__rpc_fail_dead, which runs with the worker lock held
- * (the in-flight table's lock) after each progress. */
+ * (the in-flight table's lock) after each turn of dist__rpc_progress. */
 void dist__rpc_mark_dead(int peer, ucs_status_t st);
 void dist__rpc_fail_dead(void);
-static inline void dist__rpc_after_progress(void) {
+/* One turn of the worker's progress for a thread that holds its lock, then
+ * the calls of peers marked dead meanwhile failed: every progressing thread
+ * goes through here. */
+static inline unsigned dist__rpc_progress(void) {
+  unsigned n = ucp_worker_progress(dist__rpc.worker);
   if (atomic_load_explicit(&dist__rpc.fail_pending, memory_order_relaxed)) dist__rpc_fail_dead();
+  return n;
 }
 /* The lock for a thread that only polls: when it is free, nobody waits for
  * it, and the worker is there (teardown clears it under the lock). */
@@ -256,8 +260,7 @@ static inline int dist__rpc_poll_lock(void) {
  * dist__rpc_poll_release gives it up at the end of the spin. */
 static inline void dist__rpc_poll_turn(int *held) {
   if (!*held && !(*held = dist__rpc_poll_lock())) return;
-  ucp_worker_progress(dist__rpc.worker);
-  dist__rpc_after_progress();
+  dist__rpc_progress();
   if (atomic_load_explicit(&dist__rpc.wwant, memory_order_relaxed)) {
     dist__rpc_unlock();
     *held = 0;

@@ -163,10 +163,7 @@ dist_status dist__rpc_send(int to, dist__rpc_out *o, int wait) {
    * on itself: pollers, this one's turns included, give up while the lock is
    * held (state.c), and nobody else could. */
   if (atomic_load_explicit(&dist__rpc.wowner, memory_order_relaxed) == (uintptr_t)pthread_self())
-    while (!__atomic_load_n(&o->done, __ATOMIC_ACQUIRE)) {
-      ucp_worker_progress(dist__rpc.worker);
-      dist__rpc_after_progress();
-    }
+    while (!__atomic_load_n(&o->done, __ATOMIC_ACQUIRE)) dist__rpc_progress();
   /* Move it on ourselves first (a rendezvous send waits for the receiver's
    * fetch): no hand-off to the progress thread for a send that is quick. */
   dist__rpc_poll_begin();

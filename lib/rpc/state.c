@@ -74,5 +74,3 @@ void dist__rpc_wake_progress(void) {
   pthread_cond_signal(&dist__rpc.pcv);
   pthread_mutex_unlock(&dist__rpc.pmu);
 }
-
-

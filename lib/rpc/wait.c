@@ -7,8 +7,7 @@
 
 unsigned dist__rpc_try_progress(void) {
   if (!dist__rpc_poll_lock()) return 0;
-  unsigned n = ucp_worker_progress(dist__rpc.worker);
-  dist__rpc_after_progress();
+  unsigned n = dist__rpc_progress();
   dist__rpc_unlock();
   return n;
 }

@@ -2,9 +2,8 @@
 #include <string.h>
 
 #include "core/internal.h"
-#include "rpc/wire.h"
-
 #include "mem/dtype.h"
+#include "rpc/wire.h"
 
 /* n (bytes so far) times one more extent, each product within INT64_MAX as
  * both ends check it (a zero extent makes 0). 0: negative or too large. */
