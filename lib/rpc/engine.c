@@ -82,10 +82,37 @@ static void body_arrived(void *request, ucs_status_t st, size_t length, void *us
   if (request) ucp_request_free(request);
 }
 
-/* Runs inside ucp_worker_progress: short, no waiting. A message whose
- * header fails its checks is dropped with a log line; one with a readable
- * header always ends its call: a request gets an answer, a reply completes
- * its future (with an error when the body could not be received, lost()). */
+/* An eager message, its body in UCX's buffer until the handler returns: a
+ * small request is copied into its job, a small reply into its future,
+ * anything larger into a buffer of its own. */
+static void deliver_eager(const dist__rpc_header *h, const void *data, size_t length) {
+  if (h->kind != DIST__RPC_REPLY && length <= DIST__RPC_JOB_INLINE) {
+    dist__rpc_enqueue_copy(h, data, length);
+    return;
+  }
+  if (h->kind == DIST__RPC_REPLY && length <= DIST__RPC_FUTURE_INLINE) {
+    dist_future *f = dist__inflight_take(h->call_id);
+    if (f) {
+      if (length) memcpy(f->inline_body, data, length);
+      complete_reply(f, h, f->inline_body, length);
+    }
+    return;
+  }
+  void *body = length <= DIST__RPC_BODY_MAX ? dist__rpc_buf_get(length) : NULL;
+  if (!body) {
+    if (length <= DIST__RPC_BODY_MAX) lost(h, length, DIST_ERR_NO_MEMORY, "out of memory");
+    else lost(h, length, DIST_ERR_CORRUPT, "larger than a message may be");
+    return;
+  }
+  if (length) memcpy(body, data, length);
+  deliver(h, body, length);
+}
+
+/* The handlers run inside ucp_worker_progress: short, no waiting. A message
+ * whose header fails its checks is dropped with a log line; one with a
+ * readable header always ends its call: a request gets an answer, a reply
+ * completes its future (with an error when the body could not be received,
+ * lost()). This one: the header in UCX's user header (DIST__RPC_AM_ID). */
 static ucs_status_t on_message(void *arg, const void *header, size_t header_length, void *data, size_t length,
                                const ucp_am_recv_param_t *param) {
   (void)arg;
@@ -94,31 +121,16 @@ static ucs_status_t on_message(void *arg, const void *header, size_t header_leng
     dist_log(DIST_LOG_WARN, "remote call: dropped a message: %s", dist_last_error());
     return UCS_OK;
   }
-  int eager = !(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV);
-  if (h.kind != DIST__RPC_REPLY && length <= DIST__RPC_JOB_INLINE && eager) {
-    dist__rpc_enqueue_copy(&h, data, length); /* a small request: into its job */
+  if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+    deliver_eager(&h, data, length);
     return UCS_OK;
   }
-  if (h.kind == DIST__RPC_REPLY && length <= DIST__RPC_FUTURE_INLINE && eager) {
-    dist_future *f = dist__inflight_take(h.call_id); /* a small reply: into its future */
-    if (f) {
-      if (length) memcpy(f->inline_body, data, length);
-      complete_reply(f, &h, f->inline_body, length);
-    }
+  if (length > DIST__RPC_BODY_MAX) {
+    lost(&h, length, DIST_ERR_CORRUPT, "larger than a message may be");
     return UCS_OK;
   }
-  void *body = length <= DIST__RPC_BODY_MAX ? dist__rpc_buf_get(length) : NULL;
-  if (!body) {
-    if (length <= DIST__RPC_BODY_MAX) lost(&h, length, DIST_ERR_NO_MEMORY, "out of memory");
-    else lost(&h, length, DIST_ERR_CORRUPT, "larger than a message may be");
-    return UCS_OK;
-  }
-  if (eager) {
-    if (length) memcpy(body, data, length);
-    deliver(&h, body, length);
-    return UCS_OK;
-  }
-  pending_body *p = malloc(sizeof *p);
+  void *body = dist__rpc_buf_get(length);
+  pending_body *p = body ? malloc(sizeof *p) : NULL;
   if (!p) {
     dist__rpc_buf_put(body);
     lost(&h, length, DIST_ERR_NO_MEMORY, "out of memory");
@@ -133,6 +145,26 @@ static ucs_status_t on_message(void *arg, const void *header, size_t header_leng
   ucs_status_ptr_t r = ucp_am_recv_data_nbx(dist__rpc.worker, data, body, length, &rp);
   if (r == NULL) body_arrived(NULL, UCS_OK, length, p);
   else if (UCS_PTR_IS_ERR(r)) body_arrived(NULL, UCS_PTR_STATUS(r), 0, p);
+  return UCS_OK;
+}
+
+/* The header as the first bytes of the data (DIST__RPC_AM_ID_NOW): always
+ * eager from distmgr's sender, whose bodies are small; a rendezvous one
+ * could not be read without receiving it, and is dropped. */
+static ucs_status_t on_message_now(void *arg, const void *header, size_t header_length, void *data, size_t length,
+                                   const ucp_am_recv_param_t *param) {
+  (void)arg, (void)header;
+  dist__rpc_header h;
+  if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) || header_length || length < sizeof h) {
+    dist_log(DIST_LOG_WARN, "remote call: dropped a small message of %zu bytes (user header %zu, rendezvous %d)", length,
+             header_length, !!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV));
+    return UCS_OK;
+  }
+  if (dist__rpc_check_header(data, sizeof h, &h)) {
+    dist_log(DIST_LOG_WARN, "remote call: dropped a message: %s", dist_last_error());
+    return UCS_OK;
+  }
+  deliver_eager(&h, (const char *)data + sizeof h, length - sizeof h);
   return UCS_OK;
 }
 
@@ -312,6 +344,10 @@ static dist_status create_worker(void) {
                               .id = DIST__RPC_AM_ID,
                               .cb = on_message,
                               .flags = UCP_AM_FLAG_WHOLE_MSG};
+  if ((st = ucp_worker_set_am_recv_handler(dist__rpc.worker, &h)) != UCS_OK)
+    return dist__rpc_ucx_error(st, "ucp_worker_set_am_recv_handler");
+  h.id = DIST__RPC_AM_ID_NOW;
+  h.cb = on_message_now;
   if ((st = ucp_worker_set_am_recv_handler(dist__rpc.worker, &h)) != UCS_OK)
     return dist__rpc_ucx_error(st, "ucp_worker_set_am_recv_handler");
   return DIST_SUCCESS;

@@ -12,7 +12,14 @@
 #include "distmgr/rpc.h"
 #include "rpc/wire.h"
 
-#define DIST__RPC_AM_ID 0x44 /* one active-message id; the header's kind tells messages apart */
+/* Two active-message ids, the header's kind telling messages apart within
+ * each: DIST__RPC_AM_ID carries the header as UCX's user header (every
+ * message that goes the long way, rendezvous included), DIST__RPC_AM_ID_NOW
+ * as the first 16 bytes of the data (small messages sent from the stack,
+ * send_now.c). On shared memory a user header costs UCX 0.05-0.07 us a round
+ * trip more than the same bytes in the data (bench/RESULTS.md, "bench/rpc"). */
+#define DIST__RPC_AM_ID 0x44
+#define DIST__RPC_AM_ID_NOW 0x45
 /* How long a waiting caller, and the idle executor, poll the worker before
  * they sleep. */
 #define DIST__RPC_SPIN_US 200
@@ -419,10 +426,12 @@ void dist__rpc_pack_data(char *at, const dist__rpc_msg *m, const size_t *nbytes)
  * send (the lock held). */
 #define DIST__RPC_NOW_MAX 256 /* bytes of a body sent from the stack */
 typedef struct dist__rpc_small {
+  /* The header right before the body: the two go out as one buffer. */
   dist__rpc_header h;
-  size_t len;
   _Alignas(DIST__RPC_ALIGN) unsigned char body[DIST__RPC_NOW_MAX];
+  size_t len; /* the body's */
 } dist__rpc_small;
+_Static_assert(offsetof(dist__rpc_small, body) == sizeof(dist__rpc_header), "a small message's header and body touch");
 dist_status dist__rpc_small_encode(dist__rpc_small *sm, int to, dist__rpc_kind kind, uint64_t id, dist_status status,
                                    const dist__rpc_msg *m);
 dist_status dist__rpc_small_send(const dist__rpc_small *sm, int to);

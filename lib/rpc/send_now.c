@@ -28,7 +28,8 @@ dist_status dist__rpc_small_encode(dist__rpc_small *sm, int to, dist__rpc_kind k
 
 dist_status dist__rpc_small_send(const dist__rpc_small *sm, int to) {
   ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL};
-  ucs_status_ptr_t r = ucp_am_send_nbx(dist__rpc.ep[to], DIST__RPC_AM_ID, &sm->h, sizeof sm->h, sm->body, sm->len, &p);
+  /* Header and body as one buffer of data, no user header (rpc_internal.h). */
+  ucs_status_ptr_t r = ucp_am_send_nbx(dist__rpc.ep[to], DIST__RPC_AM_ID_NOW, NULL, 0, &sm->h, sizeof sm->h + sm->len, &p);
   /* A request despite the flag (UCX says it does not happen): the buffer
    * must outlive it. */
   if (r && !UCS_PTR_IS_ERR(r)) {
