@@ -61,13 +61,13 @@ static int one_call(uint64_t id, const dist_tensor *arg) {
   size_t len;
   void *body = received(req, &h, &len);
   dist__rpc_msg r;
-  dist__rpc_fn_entry e;
+  const dist__rpc_fn_entry *e;
   if (!body || dist__rpc_decode(body, len, &r) || dist__rpc_lookup(r.name, r.name_len, &e)) return 1;
   dist_rpc_outputs outs;
   outs.n = 0;
   dist_rpc_args in = {0, r.ntensors, r.t, r.extra, r.extra_len};
   dist__error_clear();
-  if (e.fn(&in, &outs, e.user)) return 1;
+  if (e->fn(&in, &outs, e->user)) return 1;
   dist__rpc_msg answer;
   dist__rpc_msg_clear(&answer);
   answer.ntensors = outs.n;

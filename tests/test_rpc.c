@@ -469,6 +469,86 @@ static void test_malformed(void) {
   dist__fault_site = NULL;
 }
 
+/* Tiny requests this rank's worker received: after `expect` more, within
+ * 10 s (the calls of its predecessor, who may still be making them). */
+static unsigned tiny_in(void) {
+  dist__rpc_lock();
+  unsigned n = dist__rpc.tiny_in;
+  dist__rpc_unlock();
+  return n;
+}
+static void expect_tiny(unsigned before, unsigned expect) {
+  struct timespec nap = {0, 1000000};
+  for (int i = 0; i < 10000 && tiny_in() - before < expect; i++) nanosleep(&nap, NULL);
+  CU_ASSERT_EQUAL(tiny_in() - before, expect);
+}
+
+/* Small calls travel as 24-byte tiny messages (wire.h) and give what the
+ * general layout gives: an 8-byte echo, a scalar, two i32, a call without
+ * arguments, and a failure (its answer, with the message, in the general
+ * layout). Options, a ninth byte, a second dimension or the setting off
+ * take the general layout. Counted on the worker that received them. */
+static void test_tiny_calls(void) {
+  CU_ASSERT_FATAL(dist__rpc.tiny_fns > 0); /* every rank registered the same functions in the same order */
+  int to = (R + 1) % W;
+  uint8_t bytes[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  double scalar = -2.5 - R;
+  int32_t pair[2] = {7 + R, -9};
+  int64_t n8 = 8, n9 = 9, n2 = 2, sh2[2] = {1, 1};
+  dist_tensor args[] = {dist_tensor_host(bytes, DIST_U8, 1, &n8), dist_tensor_host(&scalar, DIST_F64, 0, NULL),
+                        dist_tensor_host(pair, DIST_I32, 1, &n2)};
+  unsigned before = tiny_in(); /* before the barrier: the predecessor calls right after it */
+  OK(dist_barrier(NULL));
+  for (size_t i = 0; i < sizeof args / sizeof *args; i++) {
+    dist_future *f = NULL;
+    OK(dist_rpc_call_sync(to, "echo", &args[i], 1, NULL, 0, &f));
+    CU_ASSERT_EQUAL_FATAL(dist_future_count(f), 1);
+    const dist_tensor *t = dist_future_output(f, 0);
+    CU_ASSERT_EQUAL(t->dtype, args[i].dtype);
+    CU_ASSERT_EQUAL_FATAL(t->ndim, args[i].ndim);
+    if (t->ndim) CU_ASSERT_EQUAL(t->shape[0], args[i].shape[0]);
+    CU_ASSERT_EQUAL_FATAL(dist_tensor_nbytes(t), dist_tensor_nbytes(&args[i]));
+    CU_ASSERT(!memcmp(t->data, args[i].data, dist_tensor_nbytes(t)));
+    dist_future_free(f);
+  }
+  dist_future *f = NULL;
+  OK(dist_rpc_call_sync(to, "echo", NULL, 0, NULL, 0, &f)); /* no arguments: no outputs */
+  CU_ASSERT_EQUAL(dist_future_count(f), 0);
+  dist_future_free(f);
+  CU_ASSERT_EQUAL(dist_rpc_call_sync(to, "fail", NULL, 0, NULL, 0, &f), DIST_ERR_INVALID_ARGUMENT);
+  char worker[32];
+  snprintf(worker, sizeof worker, "worker%d", to);
+  CU_ASSERT_PTR_NOT_NULL(strstr(dist_future_message(f), worker));
+  CU_ASSERT_PTR_NOT_NULL(strstr(dist_future_message(f), "asked to fail"));
+  dist_future_free(f);
+  expect_tiny(before, 5);
+
+  /* The general layout: a ninth byte, a second dimension, options, the setting off. */
+  before = tiny_in();
+  OK(dist_barrier(NULL));
+  dist_tensor general[] = {dist_tensor_host(bytes, DIST_U8, 1, &n9), dist_tensor_host(bytes, DIST_U8, 2, sh2)};
+  for (size_t i = 0; i < 2; i++) {
+    OK(dist_rpc_call_sync(to, "echo", &general[i], 1, NULL, 0, &f));
+    CU_ASSERT_EQUAL(dist_tensor_nbytes(dist_future_output(f, 0)), dist_tensor_nbytes(&general[i]));
+    CU_ASSERT(!memcmp(dist_future_output(f, 0)->data, bytes, dist_tensor_nbytes(&general[i])));
+    dist_future_free(f);
+  }
+  double x = 1, s = 2;
+  int64_t one = 1;
+  dist_tensor a = vec(&x, &one);
+  OK(dist_rpc_call_sync(to, "scale", &a, 1, &s, sizeof s, &f));
+  CU_ASSERT_EQUAL(((const double *)dist_future_output(f, 0)->data)[0], 2 + R);
+  dist_future_free(f);
+  int keep = dist__rpc.tiny_fns;
+  dist__rpc.tiny_fns = 0; /* as DIST_RPC_TINY=0 */
+  OK(dist_rpc_call_sync(to, "echo", &args[0], 1, NULL, 0, &f));
+  CU_ASSERT(!memcmp(dist_future_output(f, 0)->data, bytes, 8));
+  dist_future_free(f);
+  dist__rpc.tiny_fns = keep;
+  OK(dist_barrier(NULL));
+  CU_ASSERT_EQUAL(tiny_in() - before, 0);
+}
+
 /* Small messages carry their header in their data (engine.c). Ones that
  * are too short for a header, not distmgr's, of an unknown kind, or a reply
  * to a call nobody made are dropped with a log line; the worker still
@@ -835,6 +915,7 @@ static CU_TestInfo call_tests[] = {{"every worker and oneself", test_every_worke
                                    {"bad input and remote failures", test_errors},
                                    {"malformed requests", test_malformed},
                                    {"stray small messages", test_stray_small},
+                                   {"tiny calls", test_tiny_calls},
                                    {"registries that differ", test_registry_mismatch},
                                    {"large buffers kept, new sizes first", test_buffers_kept},
                                    CU_TEST_INFO_NULL};

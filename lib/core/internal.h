@@ -96,6 +96,7 @@ typedef struct dist__settings {
   int store_dialect;              /* DIST_STORE_DIALECT: -1 auto, else a dist__store_dialect */
   int store_external;             /* DIST_STORE_SERVER: 1 = external */
   int host_engine;                /* DIST_HOST_ENGINE: DIST__HOST_* */
+  int rpc_tiny;                   /* DIST_RPC_TINY: 1 = small remote calls in the tiny layout */
 } dist__settings;
 
 #define DIST__HOST_AUTO 0 /* MPI, and Gloo for the torchrun-style launches MPI cannot join */

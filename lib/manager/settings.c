@@ -55,6 +55,11 @@ static dist_status parse_verify(const char *name, const char *value, dist__setti
                          &s->verify);
 }
 
+static dist_status parse_rpc_tiny(const char *name, const char *value, dist__settings *s) {
+  return dist__parse_int(DIST_ERR_SETTING, name, value, 0, 1, "1 = tiny messages for small remote calls, 0 = never",
+                         &s->rpc_tiny);
+}
+
 static dist_status parse_cuda_backend(const char *name, const char *value, dist__settings *s) {
   static const char *const names[] = {"auto", "nccl", "staged"};
   for (int i = 0; i < 3; i++)
@@ -192,6 +197,11 @@ static const struct {
       "torchrun-style launch (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) runs without MPI, through a TCPStore "
       "rendezvous and Gloo"},
      parse_host_engine, AT(host_engine, INT), MATCH},
+    {{"DIST_RPC_TINY", "1",
+      "1: a remote call with no options and at most one argument of rank 0 or 1 and 8 bytes, to a function every "
+      "rank registered in the same order before dist_rpc_init, travels as a 24-byte message, and so does its "
+      "answer when it is one such tensor; 0: every call in the general layout"},
+     parse_rpc_tiny, AT(rpc_tiny, INT), LOCAL},
 };
 #define NSETTINGS ((int)(sizeof TABLE / sizeof TABLE[0]))
 

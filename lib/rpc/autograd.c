@@ -53,12 +53,12 @@ static void *dup_bytes(const void *p, size_t n) {
   return q;
 }
 
-void dist__autograd_record(int to, const char *name, const dist_tensor *args, int nargs, const void *opts,
+void dist__autograd_record_on(int to, const char *name, const dist_tensor *args, int nargs, const void *opts,
                            size_t opts_bytes, dist_future *f) {
   dist_autograd_ctx *c = dist__rpc_me.autograd;
   if (!c) return;
-  dist__rpc_fn_entry e;
-  if (dist__rpc_lookup(name, strlen(name), &e) || !e.vjp) return; /* not differentiable: not recorded */
+  const dist__rpc_fn_entry *e;
+  if (dist__rpc_lookup(name, strlen(name), &e) || !dist__rpc_entry_vjp(e)) return; /* not differentiable: not recorded */
   if (c->nrec == c->caprec) {
     int cap = c->caprec ? 2 * c->caprec : 8;
     record *r = realloc(c->rec, sizeof *r * (size_t)cap);

@@ -49,7 +49,9 @@ dist_status dist_rpc_call_sync(int to, const char *name, const dist_tensor *args
                                size_t opts_bytes, dist_future **out) {
   int held = 0;
   DIST_CHECK(call(to, name, args, nargs, opts, opts_bytes, out, "dist_rpc_call_sync", &held));
-  return dist__future_wait_held(*out, held);
+  dist_status s = dist__future_wait_held(*out, held);
+  (*out)->sync_owner = 0; /* the caller's from here on */
+  return s;
 }
 
 dist_status dist_rpc_worker_rank(const char *worker, int *rank) {

@@ -20,7 +20,8 @@
  * over) decoded straight into the future's outputs. */
 static void complete_reply(dist_future *f, const dist__rpc_header *h, void *body, size_t len) {
   dist__rpc_msg m;
-  dist_status s = dist__rpc_decode_into(body, len, &m, f->out);
+  dist_status s = dist__rpc_decode_cached(&dist__rpc_me.dcache, body, len, &m, f->out);
+  if (!s && !h->status && dist__future_complete_owned(f, body, m.ntensors)) return;
   if (s) {
     dist__future_complete(f, s, dist_last_error(), body, NULL, NULL);
   } else if (h->status) {
@@ -29,6 +30,25 @@ static void complete_reply(dist_future *f, const dist__rpc_header *h, void *body
     dist__future_complete(f, (dist_status)h->status, msg, body, NULL, NULL);
   } else {
     dist__future_complete(f, DIST_SUCCESS, NULL, body, &m, NULL);
+  }
+  dist__future_release(f);
+}
+
+/* Completes f, taken from the in-flight table, with its tiny reply (wire.h),
+ * copied into its inline body. */
+static void complete_tiny(dist_future *f) {
+  dist__rpc_tiny th;
+  dist_status s = dist__rpc_tiny_decode(f->inline_body, DIST__RPC_TINY_BYTES, &th, &f->out[0]);
+  if (!s && th.kind != DIST__RPC_REPLY) s = dist__error(DIST_ERR_CORRUPT, "remote call: a tiny reply of kind %d", (int)th.kind);
+  if (!s && dist__future_complete_owned(f, f->inline_body, th.ntensors)) return;
+  if (s) {
+    dist__future_complete(f, s, dist_last_error(), f->inline_body, NULL, NULL);
+  } else {
+    dist__rpc_msg m;
+    dist__rpc_msg_clear(&m);
+    m.ntensors = th.ntensors;
+    m.src = f->out;
+    dist__future_complete(f, DIST_SUCCESS, NULL, f->inline_body, &m, NULL);
   }
   dist__future_release(f);
 }
@@ -87,7 +107,7 @@ static void body_arrived(void *request, ucs_status_t st, size_t length, void *us
  * anything larger into a buffer of its own. */
 static void deliver_eager(const dist__rpc_header *h, const void *data, size_t length) {
   if (h->kind != DIST__RPC_REPLY && length <= DIST__RPC_JOB_INLINE) {
-    dist__rpc_enqueue_copy(h, data, length);
+    dist__rpc_enqueue_copy(h, data, length, 0);
     return;
   }
   if (h->kind == DIST__RPC_REPLY && length <= DIST__RPC_FUTURE_INLINE) {
@@ -145,6 +165,38 @@ static ucs_status_t on_message(void *arg, const void *header, size_t header_leng
   ucs_status_ptr_t r = ucp_am_recv_data_nbx(dist__rpc.worker, data, body, length, &rp);
   if (r == NULL) body_arrived(NULL, UCS_OK, length, p);
   else if (UCS_PTR_IS_ERR(r)) body_arrived(NULL, UCS_PTR_STATUS(r), 0, p);
+  return UCS_OK;
+}
+
+/* A tiny message (DIST__RPC_AM_ID_TINY, wire.h): always eager, 24 bytes. A
+ * request goes to an executor whole (decoded and checked there: it answers
+ * a bad one); a reply completes its future. One that is not even that is
+ * dropped with a log line. */
+static ucs_status_t on_message_tiny(void *arg, const void *header, size_t header_length, void *data, size_t length,
+                                    const ucp_am_recv_param_t *param) {
+  (void)arg, (void)header;
+  const unsigned char *b = data;
+  if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) || header_length || length != DIST__RPC_TINY_BYTES ||
+      b[11] != DIST__RPC_TINY_MAGIC || (b[12] != DIST__RPC_REQUEST && b[12] != DIST__RPC_REPLY)) {
+    dist_log(DIST_LOG_WARN, "remote call: dropped a tiny message of %zu bytes (user header %zu, rendezvous %d)",
+             length, header_length, !!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV));
+    return UCS_OK;
+  }
+  dist__rpc_header h = {.magic = DIST__RPC_MAGIC, .version = DIST__RPC_VERSION, .kind = b[12]};
+  memcpy(&h.call_id, b, 8);
+  if (h.kind == DIST__RPC_REQUEST) {
+    dist__rpc.tiny_in++;
+    uint16_t caller;
+    memcpy(&caller, b + 8, 2);
+    h.caller = caller;
+    dist__rpc_enqueue_copy(&h, data, length, 1);
+    return UCS_OK;
+  }
+  dist_future *f = dist__inflight_take(h.call_id);
+  if (f) {
+    memcpy(f->inline_body, data, DIST__RPC_TINY_BYTES);
+    complete_tiny(f);
+  }
   return UCS_OK;
 }
 
@@ -350,6 +402,10 @@ static dist_status create_worker(void) {
   h.cb = on_message_now;
   if ((st = ucp_worker_set_am_recv_handler(dist__rpc.worker, &h)) != UCS_OK)
     return dist__rpc_ucx_error(st, "ucp_worker_set_am_recv_handler");
+  h.id = DIST__RPC_AM_ID_TINY;
+  h.cb = on_message_tiny;
+  if ((st = ucp_worker_set_am_recv_handler(dist__rpc.worker, &h)) != UCS_OK)
+    return dist__rpc_ucx_error(st, "ucp_worker_set_am_recv_handler");
   return DIST_SUCCESS;
 }
 
@@ -408,6 +464,19 @@ static dist_status agree(dist_status mine, const char *what) {
   return dist__agree_group(world, mine, what);
 }
 
+/* Whether every rank registered its functions in the same order: then tiny
+ * calls name them by index (wire.h). Collective. */
+static dist_status agree_order(void) {
+  int n = 0, differs = 0;
+  uint64_t h = dist__rpc_registry_order(&n);
+  dist__group *world = NULL;
+  DIST_CHECK(dist__group_find(NULL, &world));
+  DIST_CHECK(dist__agree_status_hash_group(world, DIST_SUCCESS, h, "dist_rpc_init (function order)", &differs));
+  int off = !dist__state.settings.rpc_tiny || dist__rpc.size > DIST__RPC_TINY_RANKS;
+  dist__rpc.tiny_fns = differs || off ? 0 : n;
+  return DIST_SUCCESS;
+}
+
 dist_status dist_rpc_init(void) {
   DIST_CHECK(dist__require_initialized("dist_rpc_init"));
   if (dist__rpc.on) return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_rpc_init: remote calls are running already");
@@ -432,6 +501,7 @@ dist_status dist_rpc_init(void) {
     s = dist__error(DIST_ERR_INTERNAL, "dist_rpc_init: no progress thread");
   s = agree(s, "dist_rpc_init (threads)");
   if (!s) s = dist_rpc_check_registry();
+  if (!s) s = agree_order();
   if (s) {
     teardown();
     return s;
@@ -457,7 +527,7 @@ static dist_status fn_ping(const dist_rpc_args *in, dist_rpc_outputs *out, void 
 
 /* The library's own functions, registered once per process on every rank. */
 static dist_status register_own(void) {
-  dist__rpc_fn_entry e;
+  const dist__rpc_fn_entry *e;
   if (dist__rpc_lookup(ARRIVE, strlen(ARRIVE), &e)) DIST_CHECK(dist_rpc_register(ARRIVE, fn_arrive, NULL));
   if (dist__rpc_lookup(PING, strlen(PING), &e)) DIST_CHECK(dist_rpc_register(PING, fn_ping, NULL));
   return DIST_SUCCESS;

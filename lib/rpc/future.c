@@ -28,6 +28,7 @@ dist_future *dist__future_new(void) {
   f->had_then = 0;
   f->id = 0;
   f->to = -1;
+  f->sync_owner = 0;
   f->next_inflight = NULL;
   f->nparts = f->pending = 0;
   f->parts = NULL;
@@ -55,6 +56,10 @@ static void future_destroy(dist_future *f) {
 }
 
 void dist__future_release(dist_future *f) {
+  if (dist__future_owned(f)) { /* the in-flight table's reference, by the waiter itself */
+    int r = atomic_load_explicit(&f->refs, memory_order_relaxed);
+    if (r > 1) return atomic_store_explicit(&f->refs, r - 1, memory_order_relaxed);
+  }
   /* The last reference needs no locked subtract: nobody else holds one,
    * so nobody can take another (a reference comes only from a holder). */
   if (atomic_load_explicit(&f->refs, memory_order_acquire) == 1 || atomic_fetch_sub(&f->refs, 1) == 1)
@@ -65,12 +70,24 @@ void dist_future_free(dist_future *f) {
   if (f) dist__future_release(f);
 }
 
-int dist__future_in_callback(void) { return dist__rpc_me.in_callback; }
-
 static void wake_sleepers(dist_future *f) {
   pthread_mutex_lock(&f->mu);
   pthread_cond_broadcast(&f->cv);
   pthread_mutex_unlock(&f->mu);
+}
+
+int dist__future_complete_owned(dist_future *f, void *body, int nout) {
+  unsigned cur = atomic_load_explicit(&f->state, memory_order_relaxed);
+  int refs = atomic_load_explicit(&f->refs, memory_order_relaxed);
+  if (!dist__future_owned(f) || (cur & (DIST__FUTURE_PUBLISHED | DIST__FUTURE_CB_SET | DIST__FUTURE_SLEEPER)) || refs < 2)
+    return 0;
+  f->status = DIST_SUCCESS;
+  f->msg = NULL;
+  f->body = body;
+  f->nout = nout;
+  atomic_store_explicit(&f->state, cur | DIST__FUTURE_PUBLISHED | DIST__FUTURE_SETTLED, memory_order_relaxed);
+  atomic_store_explicit(&f->refs, refs - 1, memory_order_relaxed); /* the in-flight table's */
+  return 1;
 }
 
 void dist__future_complete(dist_future *f, dist_status s, const char *msg, void *body, const dist__rpc_msg *m,
@@ -101,6 +118,10 @@ void dist__future_complete(dist_future *f, dist_status s, const char *msg, void 
   }
   /* Publish, and settle in the same step unless a callback waits to run. */
   unsigned cur = dist__future_state(f), want;
+  if (dist__future_owned(f) && !(cur & (DIST__FUTURE_CB_SET | DIST__FUTURE_SLEEPER))) { /* its own waiter: plain stores (rpc_internal.h) */
+    atomic_store_explicit(&f->state, cur | DIST__FUTURE_PUBLISHED | DIST__FUTURE_SETTLED, memory_order_relaxed);
+    return;
+  }
   do want = cur | DIST__FUTURE_PUBLISHED | (cur & DIST__FUTURE_CB_SET ? 0 : DIST__FUTURE_SETTLED);
   while (!atomic_compare_exchange_weak(&f->state, &cur, want));
   if (!(cur & DIST__FUTURE_CB_SET)) {

@@ -74,16 +74,30 @@ dist_status dist_rpc_register_vjp(const char *name, dist_rpc_fn vjp, void *user)
   return DIST_SUCCESS;
 }
 
-dist_status dist__rpc_lookup(const char *name, size_t len, dist__rpc_fn_entry *out) {
+dist_status dist__rpc_lookup(const char *name, size_t len, const dist__rpc_fn_entry **out) {
   int i = find(name, len);
-  if (i >= 0) {
-    const dist__rpc_fn_entry *e = &registry[i];
-    out->fn = e->fn, out->user = e->user;
-    out->vjp = __atomic_load_n(&e->vjp, __ATOMIC_ACQUIRE);
-    out->vjp_user = e->vjp_user;
-  }
   if (i < 0) return dist__error(DIST_ERR_INVALID_ARGUMENT, "no function '%.*s' is registered", (int)len, name);
+  *out = &registry[i]; /* entries never move */
   return DIST_SUCCESS;
+}
+
+int dist__rpc_fn_index(const char *name, size_t len) { return find(name, len); }
+
+const dist__rpc_fn_entry *dist__rpc_entry_at(int i) {
+  return i >= 0 && i < atomic_load_explicit(&registered, memory_order_acquire) ? &registry[i] : NULL;
+}
+
+/* The first DIST__RPC_TINY_FNS names in the order of registration, as one
+ * hash (tiny calls name a function by its index: dist_rpc_init agrees on it). */
+uint64_t dist__rpc_registry_order(int *count) {
+  dist__rpc_spin_lock(&registry_mu);
+  int n = atomic_load(&registered);
+  if (n > DIST__RPC_TINY_FNS) n = DIST__RPC_TINY_FNS;
+  uint64_t h = dist__hash(DIST__HASH_SEED, &n, sizeof n);
+  for (int i = 0; i < n; i++) h = dist__hash(h, registry[i].name, lens[i] + 1u); /* the NUL separates names */
+  dist__rpc_spin_unlock(&registry_mu);
+  *count = n;
+  return h;
 }
 
 /* Names (with whether each has a VJP) in a hash that does not depend on the

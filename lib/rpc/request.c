@@ -31,8 +31,9 @@ dist_status dist__rpc_call(dist__rpc_kind kind, int to, const char *name, size_t
   if (!f) return dist__error(DIST_ERR_NO_MEMORY, "remote call: a future");
   f->id = new_id();
   f->to = to;
+  if (held) f->sync_owner = (uintptr_t)pthread_self(); /* a synchronous call: it waits here next */
   dist__rpc_small sm; /* encoded before the lock: it is held only to send */
-  dist_status s = dist__rpc_small_encode(&sm, to, kind, f->id, DIST_SUCCESS, &m);
+  dist_status s = dist__rpc_small_encode(&sm, to, kind, f->id, DIST_SUCCESS, &m, 1);
   if (!s || s == DIST_ERR_BUFFER_TOO_SMALL) {
     /* Into the table before the send (its reply may come at once), under
      * the same hold of the worker lock, which guards the table. */

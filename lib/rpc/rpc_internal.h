@@ -20,6 +20,7 @@
  * trip more than the same bytes in the data (bench/RESULTS.md, "bench/rpc"). */
 #define DIST__RPC_AM_ID 0x44
 #define DIST__RPC_AM_ID_NOW 0x45
+#define DIST__RPC_AM_ID_TINY 0x46 /* a tiny message (wire.h), its own header */
 /* How long a waiting caller, and the idle executor, poll the worker before
  * they sleep. */
 #define DIST__RPC_SPIN_US 200
@@ -97,6 +98,11 @@ struct dist_future {
   /* A plain call: its id and worker, in the in-flight table. */
   uint64_t id;
   int to;
+  /* A synchronous call's waiting thread while it waits (0: none). A reply
+   * that this thread handles itself completes the future without locked
+   * instructions: nobody else can hold it or set its callback (the future is
+   * its caller's until the call returns), and its only waiter is awake. */
+  uintptr_t sync_owner;
   dist_future *next_inflight;
   /* A partitioned call: its parts and reducer. */
   int nparts, pending;
@@ -123,6 +129,8 @@ enum {
   DIST__FUTURE_SETTLED = 8,
   DIST__FUTURE_SLEEPER = 16
 };
+/* 1 when this thread is f's synchronous waiter (dist_future.sync_owner). */
+static inline int dist__future_owned(const dist_future *f) { return f->sync_owner == (uintptr_t)pthread_self(); }
 static inline unsigned dist__future_state(const dist_future *f) { return atomic_load(&((dist_future *)f)->state); }
 static inline int dist__future_settled(const dist_future *f) {
   return (dist__future_state(f) & DIST__FUTURE_SETTLED) != 0;
@@ -138,7 +146,8 @@ typedef struct dist__rpc_fn_entry {
  * itself (no buffer to take and give back, serve.c). */
 #define DIST__RPC_JOB_INLINE 256
 typedef struct dist__rpc_job {
-  dist__rpc_header h;
+  dist__rpc_header h; /* a tiny request's: kind, caller and call id only */
+  int tiny;           /* the body is a tiny request (wire.h) */
   void *body; /* NULL: it could not be received (answered with an error) */
   size_t len;
   struct dist__rpc_job *next;
@@ -183,6 +192,11 @@ typedef struct dist__rpc_engine {
    * drains; under the worker lock (future.c) */
   dist_future *inflight;
   atomic_int *arrived; /* per rank: it entered dist_rpc_shutdown */
+  /* Functions every rank registered at the same index before dist_rpc_init
+   * (the first tiny_fns): tiny calls name them by index (wire.h). 0 when the
+   * orders differ or the world has more ranks than a tiny request names. */
+  int tiny_fns;
+  unsigned tiny_in; /* tiny requests received (under the worker lock): the tests' witness */
 } dist__rpc_engine;
 
 extern dist__rpc_engine dist__rpc;
@@ -314,6 +328,7 @@ typedef struct dist__rpc_thread {
   int no_slot;                 /* state.c: none left for it */
   uint64_t next_id, end_id;    /* request.c: its block of call ids */
   dist_autograd_ctx *autograd; /* autograd.c: the context recording on it */
+  dist__rpc_dcache dcache;     /* serve.c, engine.c: the last message it decoded (wire.h) */
 } dist__rpc_thread;
 extern _Thread_local dist__rpc_thread dist__rpc_me;
 
@@ -364,8 +379,19 @@ static inline int dist__rpc_cache_put(dist__rpc_cache_kind k, void *p, void (*de
 }
 void dist__rpc_cache_flush(void);
 
-/* registry.c: the functions registered as `name` (out's name is not filled). */
-dist_status dist__rpc_lookup(const char *name, size_t len, dist__rpc_fn_entry *out);
+/* registry.c: the entry of the functions registered as `name` (entries are
+ * only appended and never move). Its VJP may be set later: read it with
+ * dist__rpc_entry_vjp. */
+dist_status dist__rpc_lookup(const char *name, size_t len, const dist__rpc_fn_entry **out);
+/* A name's index in the registry (-1: none), the entry at an index (NULL:
+ * none), and the hash of the first DIST__RPC_TINY_FNS names in order
+ * (*count: how many) that dist_rpc_init agrees on for tiny calls. */
+int dist__rpc_fn_index(const char *name, size_t len);
+const dist__rpc_fn_entry *dist__rpc_entry_at(int i);
+uint64_t dist__rpc_registry_order(int *count);
+static inline dist_rpc_fn dist__rpc_entry_vjp(const dist__rpc_fn_entry *e) {
+  return __atomic_load_n(&e->vjp, __ATOMIC_ACQUIRE); /* its user was stored before it */
+}
 uint64_t dist__rpc_registry_hash(int *count);
 dist_status dist__rpc_registry_name(int i, char *buf, size_t cap);
 
@@ -430,17 +456,21 @@ typedef struct dist__rpc_small {
   dist__rpc_header h;
   _Alignas(DIST__RPC_ALIGN) unsigned char body[DIST__RPC_NOW_MAX];
   size_t len; /* the body's */
+  int tiny;   /* body holds a tiny message (wire.h) of len bytes instead, h unused */
 } dist__rpc_small;
 _Static_assert(offsetof(dist__rpc_small, body) == sizeof(dist__rpc_header), "a small message's header and body touch");
+/* tiny: try the tiny layout first (a request: when its function has an
+ * agreed index; a reply: only to a tiny request, and only a success). */
 dist_status dist__rpc_small_encode(dist__rpc_small *sm, int to, dist__rpc_kind kind, uint64_t id, dist_status status,
-                                   const dist__rpc_msg *m);
+                                   const dist__rpc_msg *m, int tiny);
 dist_status dist__rpc_small_send(const dist__rpc_small *sm, int to);
-dist_status dist__rpc_send_now(int to, dist__rpc_kind kind, uint64_t id, dist_status status, const dist__rpc_msg *m);
+dist_status dist__rpc_send_now(int to, dist__rpc_kind kind, uint64_t id, dist_status status, const dist__rpc_msg *m,
+                               int tiny);
 
 /* serve.c: a request to run (on an executor) */
 void dist__rpc_enqueue(const dist__rpc_header *h, void *body, size_t len);
 /* The same for a body of up to DIST__RPC_JOB_INLINE bytes, copied from `data`. */
-void dist__rpc_enqueue_copy(const dist__rpc_header *h, const void *data, size_t len);
+void dist__rpc_enqueue_copy(const dist__rpc_header *h, const void *data, size_t len, int tiny);
 dist_status dist__rpc_exec_start(void);
 void dist__rpc_exec_stop(void);
 
@@ -448,7 +478,7 @@ void dist__rpc_exec_stop(void);
 dist_future *dist__future_new(void);
 /* 1 inside a dist_future_then callback run by a completion: the thread may
  * be inside the worker's progress, so it must neither wait nor progress. */
-int dist__future_in_callback(void);
+static inline int dist__future_in_callback(void) { return dist__rpc_me.in_callback; }
 void dist__future_release(dist_future *f);
 /* dist_future_wait for a thread that may hold the worker lock (held: from
  * dist__rpc_call), which it gives back. */
@@ -457,6 +487,11 @@ dist_status dist__future_wait_held(dist_future *f, int held);
  * (taken over, NULL for none) or from outs (taken over). Runs its callback. */
 void dist__future_complete(dist_future *f, dist_status s, const char *msg, void *body, const dist__rpc_msg *m,
                            dist_rpc_outputs *outs);
+/* The success of a call whose outputs (nout) were decoded into f->out from
+ * body (taken over), completed by its synchronous waiter itself
+ * (dist__future_owned): plain stores, and the in-flight table's reference
+ * dropped. 0 (nothing done) when it is not such a completion. */
+int dist__future_complete_owned(dist_future *f, void *body, int nout);
 /* The in-flight table, its callers holding the worker lock: add a new
  * future, not yet shared, before sending; take by id on a reply. */
 void dist__inflight_add(dist_future *f);
@@ -475,7 +510,11 @@ dist_status dist__rpc_call(dist__rpc_kind kind, int to, const char *name, size_t
                            int nargs, const void *opts, size_t opts_bytes, dist_future **out, int *held);
 
 /* autograd.c: records a call made under this thread's context. */
-void dist__autograd_record(int to, const char *name, const dist_tensor *args, int nargs, const void *opts,
+void dist__autograd_record_on(int to, const char *name, const dist_tensor *args, int nargs, const void *opts,
                            size_t opts_bytes, dist_future *f);
+static inline void dist__autograd_record(int to, const char *name, const dist_tensor *args, int nargs,
+                                         const void *opts, size_t opts_bytes, dist_future *f) {
+  if (dist__rpc_me.autograd) dist__autograd_record_on(to, name, args, nargs, opts, opts_bytes, f);
+}
 
 #endif

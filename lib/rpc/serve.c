@@ -11,63 +11,107 @@
 
 static void job_free(dist__rpc_job *j);
 
-/* Runs the request in job j and sends its reply: outputs, or a status and a
- * message that names this worker. */
-static void serve(dist__rpc_job *j) {
-  /* Only what each is read by is cleared: the tensor arrays are 1.4 KB each. */
-  dist__rpc_msg m, reply;
-  dist__rpc_msg_clear(&reply);
-  dist_rpc_outputs outs;
-  outs.n = 0;
-  dist__rpc_fn_entry e;
+/* The answer to job j's request when it failed (s) or its outputs could not
+ * be sent at once: an error message that names this worker, or the outputs
+ * the long way (large, or they do not encode: said instead). */
+static void answer_slow(dist__rpc_job *j, int to, dist_status s, int ran, const dist__rpc_msg *m,
+                        dist_rpc_outputs *outs) {
   char msg[1400];
-  msg[0] = 0;
-  dist_status s = j->body ? dist__rpc_decode(j->body, j->len, &m)
-                          : dist__error(DIST_ERR_NO_MEMORY, "remote call: a request of %zu bytes could not be received",
-                                        j->len);
-  if (!s) s = dist__rpc_lookup(m.name, m.name_len, &e);
-  if (!s && j->h.kind == DIST__RPC_VJP && !e.vjp)
-    s = dist__error(DIST_ERR_INVALID_ARGUMENT, "'%.*s' has no registered VJP", (int)m.name_len, m.name);
-  int ran = 0;
-  if (!s) {
-    dist_rpc_args in = {j->h.caller, m.ntensors, m.t, m.extra, m.extra_len};
-    dist__error_clear();
-    ran = 1;
-    s = j->h.kind == DIST__RPC_VJP ? e.vjp(&in, &outs, e.vjp_user) : e.fn(&in, &outs, e.user);
-  }
-  if (s && ran && !*dist_last_error()) /* failed without a word */
-    snprintf(msg, sizeof msg, "worker%d: '%.*s' returned %d (%s) without a message", dist__rpc.rank, (int)m.name_len,
-             m.name, (int)s, dist_status_string(s));
-  else if (s) {
-    snprintf(msg, sizeof msg, "worker%d: %s", dist__rpc.rank, dist_last_error());
-  }
+  dist__rpc_msg reply = {0};
   if (s) {
-    dist__rpc_outputs_free(&outs);
+    if (ran && !*dist_last_error()) /* failed without a word */
+      snprintf(msg, sizeof msg, "worker%d: '%.*s' returned %d (%s) without a message", dist__rpc.rank,
+               (int)m->name_len, m->name, (int)s, dist_status_string(s));
+    else
+      snprintf(msg, sizeof msg, "worker%d: %s", dist__rpc.rank, dist_last_error());
+    dist__rpc_outputs_free(outs);
     reply.extra = msg;
     reply.extra_len = strlen(msg);
+    if (to >= 0 && !dist__rpc_send_now(to, DIST__RPC_REPLY, j->h.call_id, s, &reply, 0)) return;
   } else {
-    reply.ntensors = outs.n;
-    reply.src = outs.t;
+    reply.ntensors = outs->n;
+    reply.src = outs->t;
   }
-  int to = j->h.caller >= 0 && j->h.caller < dist__rpc.size ? j->h.caller : -1;
-  dist_status e2 = to < 0 ? DIST_ERR_BUFFER_TOO_SMALL : dist__rpc_send_now(to, DIST__RPC_REPLY, j->h.call_id, s, &reply);
-  if (e2 == DIST_SUCCESS) {
-    dist__rpc_outputs_free(&outs);
-    job_free(j);
-    return;
-  }
-  dist__rpc_out *o = NULL; /* the long way (large, or the answer does not encode: said below) */
-  e2 = dist__rpc_out_new(DIST__RPC_REPLY, j->h.call_id, s, &reply, &o);
-  if (e2) { /* the outputs do not fit a message: say so instead */
-    dist__rpc_outputs_free(&outs);
+  dist__rpc_out *o = NULL;
+  dist_status e2 = dist__rpc_out_new(DIST__RPC_REPLY, j->h.call_id, s, &reply, &o);
+  if (e2) { /* the answer does not fit a message: say so instead */
+    dist__rpc_outputs_free(outs);
     snprintf(msg, sizeof msg, "worker%d: its answer: %s", dist__rpc.rank, dist_last_error());
     dist__rpc_msg fail = {.extra = msg, .extra_len = strlen(msg)};
     if (dist__rpc_out_new(DIST__RPC_REPLY, j->h.call_id, e2, &fail, &o)) o = NULL;
-  } else {
-    for (int i = 0; i < outs.n; i++) o->owned[o->nowned++] = outs.mem[i];
+  } else if (!e2) {
+    for (int i = 0; i < outs->n; i++) o->owned[o->nowned++] = outs->mem[i];
+    outs->n = 0;
   }
   if (o && to >= 0) dist__rpc_send(to, o, 0);
   else dist__rpc_out_free(o);
+}
+
+/* A tiny request (wire.h): its function by index, its tensor. */
+static dist_status decode_tiny(dist__rpc_job *j, dist__rpc_msg *m, const dist__rpc_fn_entry **e) {
+  dist__rpc_tiny th;
+  m->src = NULL;
+  m->name = NULL;
+  m->name_len = 0;
+  m->extra = NULL;
+  m->extra_len = 0;
+  m->ntensors = 0;
+  DIST_CHECK(dist__rpc_tiny_decode(j->body, j->len, &th, &m->t[0]));
+  /* Any index below the registry's count names the same function here as
+   * on the caller: it sends tiny calls only after dist_rpc_init agreed on
+   * the order (engine.c). */
+  if (th.kind != DIST__RPC_REQUEST || !(*e = dist__rpc_entry_at(th.fn)))
+    return dist__error(DIST_ERR_CORRUPT, "remote call: a tiny request for function index %d (kind %d)", th.fn,
+                       (int)th.kind);
+  m->name = (*e)->name;
+  m->name_len = strlen((*e)->name);
+  m->ntensors = th.ntensors;
+  return DIST_SUCCESS;
+}
+
+/* Runs the request in job j and sends its reply: outputs, or a status and a
+ * message that names this worker. The success of a small answer is the
+ * path every quick call takes: nothing else on it. */
+static void serve(dist__rpc_job *j) {
+  dist__rpc_msg m; /* its tensors are read up to ntensors only: no clear */
+  dist_rpc_outputs outs;
+  outs.n = 0;
+  const dist__rpc_fn_entry *e = NULL;
+  dist_status s;
+  if (j->tiny) {
+    s = decode_tiny(j, &m, &e);
+  } else {
+    s = j->body ? dist__rpc_decode_cached(&dist__rpc_me.dcache, j->body, j->len, &m, m.t)
+                : dist__error(DIST_ERR_NO_MEMORY, "remote call: a request of %zu bytes could not be received", j->len);
+    if (!s) s = dist__rpc_lookup(m.name, m.name_len, &e);
+  }
+  int ran = 0;
+  if (!s) {
+    int vjp = j->h.kind == DIST__RPC_VJP;
+    dist_rpc_fn fn = vjp ? dist__rpc_entry_vjp(e) : e->fn;
+    if (!fn) {
+      s = dist__error(DIST_ERR_INVALID_ARGUMENT, "'%.*s' has no registered VJP", (int)m.name_len, m.name);
+    } else {
+      dist_rpc_args in = {j->h.caller, m.ntensors, m.t, m.extra, m.extra_len};
+      dist__error_clear();
+      ran = 1;
+      s = fn(&in, &outs, vjp ? e->vjp_user : e->user);
+    }
+  }
+  int to = j->h.caller >= 0 && j->h.caller < dist__rpc.size ? j->h.caller : -1;
+  if (!s && to >= 0) {
+    dist__rpc_msg reply;
+    reply.name = NULL, reply.name_len = 0, reply.extra = NULL, reply.extra_len = 0;
+    reply.ntensors = outs.n;
+    reply.src = outs.t;
+    if (!dist__rpc_send_now(to, DIST__RPC_REPLY, j->h.call_id, DIST_SUCCESS, &reply, j->tiny)) {
+      dist__rpc_outputs_free(&outs);
+      job_free(j);
+      return;
+    }
+  }
+  answer_slow(j, to, s, ran, &m, &outs);
+  dist__rpc_outputs_free(&outs);
   job_free(j);
 }
 
@@ -79,6 +123,7 @@ static dist__rpc_job *job_new(const dist__rpc_header *h) {
     return NULL;
   }
   j->h = *h;
+  j->tiny = 0;
   j->next = NULL;
   return j;
 }
@@ -98,9 +143,10 @@ void dist__rpc_enqueue(const dist__rpc_header *h, void *body, size_t len) {
   push(j);
 }
 
-void dist__rpc_enqueue_copy(const dist__rpc_header *h, const void *data, size_t len) {
+void dist__rpc_enqueue_copy(const dist__rpc_header *h, const void *data, size_t len, int tiny) {
   dist__rpc_job *j = job_new(h);
   if (!j) return;
+  j->tiny = tiny;
   if (len) memcpy(j->inline_body, data, len);
   j->body = j->inline_body;
   j->len = len;

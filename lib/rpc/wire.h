@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "distmgr/rpc.h"
+#include "mem/dtype.h"
 
 #define DIST__RPC_MAGIC 0x5244u /* "DR" */
 #define DIST__RPC_VERSION 2
@@ -80,11 +81,28 @@ dist_status dist__rpc_encode_meta(const dist__rpc_msg *m, void *buf, size_t cap,
 dist_status dist__rpc_encode_meta_n(const dist__rpc_msg *m, void *buf, size_t cap, size_t *meta_len,
                                     size_t *body_len, size_t *nbytes);
 
+/* The whole body of m (meta part and data) into buf in one pass, when it
+ * fits with 16 bytes to spare (cap: buf's bytes); its length in *body_len.
+ * DIST_ERR_BUFFER_TOO_SMALL, with no message, when it does not (buf's
+ * contents are then undefined; send it the long way); the same
+ * DIST_ERR_INVALID_ARGUMENT as dist__rpc_encode_meta when it cannot be
+ * encoded. For small messages (send_now.c). */
+dist_status dist__rpc_encode_body(const dist__rpc_msg *m, void *buf, size_t cap, size_t *body_len);
+
 /* Padded size of n data bytes. */
 static inline size_t dist__rpc_pad(size_t n) { return (n + DIST__RPC_ALIGN - 1) & ~(size_t)(DIST__RPC_ALIGN - 1); }
 
-/* Checks a header: its length, magic, version and kind. */
-dist_status dist__rpc_check_header(const void *hdr, size_t hdr_len, dist__rpc_header *out);
+/* Checks a header: its length, magic, version and kind. Inline for the
+ * header that passes; the one that does not gets its message out of line. */
+dist_status dist__rpc_header_refused(const dist__rpc_header *h, size_t hdr_len);
+static inline dist_status dist__rpc_check_header(const void *hdr, size_t hdr_len, dist__rpc_header *out) {
+  if (!hdr || hdr_len != sizeof *out) return dist__rpc_header_refused(NULL, hdr_len);
+  memcpy(out, hdr, sizeof *out);
+  if (out->magic != DIST__RPC_MAGIC || out->version != DIST__RPC_VERSION || out->kind < DIST__RPC_REQUEST ||
+      out->kind >= DIST__RPC_KINDS)
+    return dist__rpc_header_refused(out, hdr_len);
+  return DIST_SUCCESS;
+}
 
 /* Parses a body (16-byte aligned) of `len` bytes into m: every length,
  * dtype, rank count and shape checked, the data sizes summed without
@@ -92,5 +110,76 @@ dist_status dist__rpc_check_header(const void *hdr, size_t hdr_len, dist__rpc_he
 dist_status dist__rpc_decode(const void *body, size_t len, dist__rpc_msg *m);
 /* The same with the tensors written to t[DIST_RPC_MAX_ARGS] (m->src = t). */
 dist_status dist__rpc_decode_into(const void *body, size_t len, dist__rpc_msg *m, dist_tensor *t);
+
+/* A thread's memo of the last message it decoded, for the next one with
+ * the same meta part (a function called again with arguments of the same
+ * dtypes and shapes, and its answers): compared byte for byte, then copied
+ * instead of parsed. Small meta parts of a few tensors only. */
+#define DIST__RPC_DCACHE_TENSORS 4
+typedef struct dist__rpc_dcache {
+  size_t meta; /* its length; 0: empty */
+  size_t len;  /* the whole body's */
+  _Alignas(DIST__RPC_ALIGN) unsigned char bytes[64];
+  uint32_t name_len, extra_at, extra_len;
+  int ntensors;
+  size_t data_at[DIST__RPC_DCACHE_TENSORS]; /* each tensor's data offset; 0: none */
+  dist_tensor t[DIST__RPC_DCACHE_TENSORS];  /* data NULL */
+} dist__rpc_dcache;
+/* dist__rpc_decode_into through the memo c (refilled on a miss). */
+dist_status dist__rpc_decode_cached(dist__rpc_dcache *c, const void *body, size_t len, dist__rpc_msg *m,
+                                    dist_tensor *ts);
+
+/* Tiny messages: a call of a function both sides registered at the same
+ * index before dist_rpc_init (agreed there), with no options and at most
+ * one argument of rank 0 or 1 and at most 8 bytes, and the success of such
+ * a call answered by at most one such output. 24 bytes in all, header
+ * included, where the general layout takes 64 for the smallest call: UCX's
+ * shared-memory transport carries up to 28 bytes of data in the cache line
+ * of its own header, and each further line costs the round trip 0.03-0.05
+ * us (bench/RESULTS.md, "bench/rpc"). Little-endian:
+ *   u64 call id
+ *   u16 caller's world rank (requests; 0 in replies)
+ *   u8  function index (requests; 0 in replies)
+ *   u8  DIST__RPC_TINY_MAGIC
+ *   u8  kind (DIST__RPC_REQUEST or DIST__RPC_REPLY)
+ *   u8  dtype (DIST__RPC_TINY_NONE: no tensor), u8 rank (0 or 1), u8 extent (rank 1; 0 for a scalar)
+ *   8 bytes of data, zero padded. */
+#define DIST__RPC_TINY_BYTES 24
+#define DIST__RPC_TINY_DATA 8
+#define DIST__RPC_TINY_MAGIC 0xD3u
+#define DIST__RPC_TINY_NONE 0xFFu
+#define DIST__RPC_TINY_FNS 256 /* function indexes a tiny call can name */
+#define DIST__RPC_TINY_RANKS 65536 /* world ranks a tiny request can name */
+
+/* A tiny message's fields, decoded. */
+typedef struct dist__rpc_tiny {
+  uint64_t call_id;
+  int caller, fn;
+  dist__rpc_kind kind;
+  int ntensors; /* 0 or 1: t */
+} dist__rpc_tiny;
+
+/* 1 when nt tensors ts (nt 0 or 1, host memory, checked as the encoder does)
+ * and no options fit a tiny message. */
+static inline int dist__rpc_tiny_fits(const dist_tensor *ts, int nt, size_t extra_len) {
+  if (extra_len || nt > 1) return 0;
+  if (!nt) return 1;
+  const dist_tensor *t = &ts[0];
+  if (t->memory != DIST_MEM_HOST || (unsigned)t->dtype >= (unsigned)DIST_DTYPE_COUNT || (unsigned)t->ndim > 1) return 0;
+  size_t n = dist__dtype_size(t->dtype);
+  if (t->ndim) {
+    if (t->shape[0] < 0 || t->shape[0] > DIST__RPC_TINY_DATA) return 0;
+    n *= (size_t)t->shape[0];
+  }
+  return n <= DIST__RPC_TINY_DATA && (!n || t->data);
+}
+
+/* Writes a tiny message (its tensors fit: dist__rpc_tiny_fits) into out. */
+void dist__rpc_tiny_encode(unsigned char out[DIST__RPC_TINY_BYTES], const dist__rpc_tiny *h, const dist_tensor *t);
+
+/* Parses a tiny message of len bytes into h and, when it has one, *t
+ * (viewing its data in buf). Every field checked, the padding and unused
+ * fields zero; DIST_ERR_CORRUPT says what was wrong. */
+dist_status dist__rpc_tiny_decode(const void *buf, size_t len, dist__rpc_tiny *h, dist_tensor *t);
 
 #endif
