@@ -271,7 +271,7 @@ static void test_settings_invalid(void) {
 
 static void test_settings_table(void) {
   int n = dist_settings_count();
-  CU_ASSERT_EQUAL(n, 13);
+  CU_ASSERT_EQUAL(n, 14);
   for (int i = 0; i < n; i++) {
     const dist_setting_info *info = dist_settings_get(i);
     CU_ASSERT_PTR_NOT_NULL_FATAL(info);
@@ -372,7 +372,7 @@ static void test_settings_warn_unknown(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(text, "[distmgr WARN] DIST_VERFIY is not a distmgr setting (did you mean "
                                       "DIST_VERIFY?); see dist_settings_print\n"));
   CU_ASSERT_PTR_NOT_NULL(strstr(text, "DIST_X is not a distmgr setting (known settings: DIST_INIT_METHOD, "));
-  CU_ASSERT_PTR_NOT_NULL(strstr(text, "DIST_HOST_ENGINE); see dist_settings_print\n"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(text, "DIST_RPC_TINY); see dist_settings_print\n"));
   CU_ASSERT_PTR_NOT_NULL(strstr(text, "DIST_?? is not a distmgr setting"));
   CU_ASSERT_PTR_NOT_NULL(strstr(text, "DIST_QQQQ")); /* long names are cut */
   CU_ASSERT_PTR_NULL(strstr(text, "QQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQ"));

@@ -131,6 +131,23 @@ static const char name63[] = "a_function_name_of_exactly_sixty_three_bytes_the_l
 
 /* ---- round trips ------------------------------------------------------------ */
 
+/* The one-pass encoder of small messages (dist__rpc_encode_body) writes the
+ * same body over garbage when it has 16 bytes to spare, and refuses without
+ * a message when it has fewer. */
+static void expect_one_pass(const dist__rpc_msg *m, const unsigned char *body, size_t len) {
+  unsigned char *g = aligned(len + 16);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+  memset(g, 0xC3, len + 16);
+  size_t got = 0;
+  ASSERT_OK(dist__rpc_encode_body(m, g, len + 16, &got));
+  CU_ASSERT_EQUAL(got, len);
+  CU_ASSERT(!memcmp(g, body, len));
+  dist__error_clear();
+  CU_ASSERT_EQUAL(dist__rpc_encode_body(m, g, len + 15, &got), DIST_ERR_BUFFER_TOO_SMALL);
+  CU_ASSERT_STRING_EQUAL(dist_last_error(), "");
+  free(g);
+}
+
 static void test_round_trips(void) {
   CU_ASSERT_EQUAL(strlen(name63), DIST_RPC_MAX_NAME);
   static const char *names[] = {NULL, "f", "add", "train/step", name63};
@@ -152,6 +169,7 @@ static void test_round_trips(void) {
         size_t len = 0;
         unsigned char *b = assemble(&m, &len);
         expect_same(&m, b, len);
+        expect_one_pass(&m, b, len);
         free(b);
         cases++;
       }
@@ -637,6 +655,214 @@ static void test_small_sizes(void) {
   CU_ASSERT_EQUAL(body, 48);
 }
 
+/* ---- the decoder's memo ----------------------------------------------------------- */
+
+/* dist__rpc_decode_cached gives what dist__rpc_decode gives: for a message,
+ * the same message again (a hit), the same meta with other data (a hit whose
+ * views are in the new body), and after each of those a copy with one meta
+ * byte changed (a miss: decoded or rejected as the plain decoder does). */
+static void test_decode_memo(void) {
+  dist__rpc_dcache c;
+  memset(&c, 0, sizeof c);
+  int hits = 0, checked = 0;
+  for (int nt = 0; nt <= 5; nt++) {
+    dist__rpc_msg m;
+    memset(&m, 0, sizeof m);
+    m.name = nt % 2 ? "echo" : NULL;
+    m.name_len = m.name ? 4 : 0;
+    m.ntensors = nt;
+    static float v[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    static int64_t ext[5] = {1, 2, 3, 0, 8};
+    for (int i = 0; i < nt; i++) m.t[i] = dist_tensor_host(v, DIST_F32, i % 2, &ext[i]); /* small meta parts */
+    m.extra = nt == 3 ? "opts" : NULL;
+    m.extra_len = m.extra ? 4 : 0;
+    size_t len = 0;
+    unsigned char *b = assemble(&m, &len);
+    unsigned char *b2 = aligned(len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b2);
+    for (int round = 0; round < 3; round++) {
+      memcpy(b2, b, len);
+      size_t meta = 0, body = 0;
+      ASSERT_OK(dist__rpc_encode_meta(&m, NULL, 0, &meta, &body));
+      for (size_t i = meta; i < len && round == 2; i++) b2[i] ^= 0x5A; /* other data, same meta */
+      dist__rpc_msg d1, d2;
+      dist_status s1 = dist__rpc_decode(b2, len, &d1);
+      int hit = c.meta && c.len == len && !memcmp(c.bytes, b2, c.meta);
+      dist_status s2 = dist__rpc_decode_cached(&c, b2, len, &d2, d2.t);
+      hits += hit;
+      CU_ASSERT_EQUAL_FATAL(s1, s2);
+      if (!s1) {
+        CU_ASSERT_EQUAL(d1.name_len, d2.name_len);
+        CU_ASSERT(d1.name == d2.name || !d1.name_len);
+        CU_ASSERT_EQUAL(d1.extra_len, d2.extra_len);
+        CU_ASSERT(d1.extra == d2.extra);
+        CU_ASSERT_EQUAL_FATAL(d1.ntensors, d2.ntensors);
+        for (int i = 0; i < d1.ntensors; i++) CU_ASSERT(!memcmp(&d1.t[i], &d2.t[i], sizeof d1.t[i]));
+        checked++;
+      }
+    }
+    /* One meta byte changed (the memo holds the message): never a hit, and
+     * the plain decoder's verdict. */
+    size_t meta = 0, body = 0;
+    ASSERT_OK(dist__rpc_encode_meta(&m, NULL, 0, &meta, &body));
+    for (size_t at = 0; at < meta; at++) {
+      dist__rpc_msg d1, d2;
+      memcpy(b2, b, len);
+      ASSERT_OK(dist__rpc_decode_cached(&c, b2, len, &d2, d2.t));
+      b2[at] ^= 0x01;
+      dist_status s1 = dist__rpc_decode(b2, len, &d1);
+      CU_ASSERT_EQUAL(dist__rpc_decode_cached(&c, b2, len, &d2, d2.t), s1);
+      if (!s1) CU_ASSERT(d1.ntensors == d2.ntensors && !memcmp(d1.t, d2.t, sizeof d1.t[0] * (size_t)d1.ntensors));
+    }
+    free(b), free(b2);
+  }
+  CU_ASSERT_EQUAL(hits, 2 * 5); /* the same message and other data, for 0 to 4 tensors (5: not kept) */
+  CU_ASSERT_EQUAL(checked, 3 * 6);
+}
+
+/* ---- tiny messages --------------------------------------------------------------- */
+
+/* Every tensor that fits (each dtype of at most 8 bytes as a scalar and as a
+ * vector of every length that fits, and no tensor) in requests and replies:
+ * decoded to the same fields, the bytes at the offsets wire.h gives, and
+ * encoded again to the same bytes. */
+static void test_tiny_round_trips(void) {
+  int cases = 0;
+  for (int dt = -1; dt < DIST_DTYPE_COUNT; dt++) {
+    size_t size = dt < 0 ? 0 : dist_dtype_size((dist_dtype)dt);
+    if (dt >= 0 && size > DIST__RPC_TINY_DATA) continue;
+    for (int ext = -1; ext <= (dt < 0 ? -1 : (int)(DIST__RPC_TINY_DATA / size)); ext++) {
+      unsigned char data[8];
+      for (int i = 0; i < 8; i++) data[i] = (unsigned char)(0xA0 + i + dt);
+      int64_t e = ext;
+      dist_tensor t = dist_tensor_host(data, (dist_dtype)(dt < 0 ? 0 : dt), ext < 0 ? 0 : 1, &e);
+      int nt = dt >= 0;
+      CU_ASSERT(dist__rpc_tiny_fits(&t, nt, 0));
+      for (int kind = DIST__RPC_REQUEST; kind <= DIST__RPC_REPLY; kind += DIST__RPC_REPLY - DIST__RPC_REQUEST) {
+        dist__rpc_tiny h = {.call_id = 0x0102030405060708ull + (uint64_t)cases, .kind = (dist__rpc_kind)kind,
+                            .ntensors = nt};
+        if (kind == DIST__RPC_REQUEST) h.caller = 65535 - cases, h.fn = cases % 256;
+        unsigned char b[DIST__RPC_TINY_BYTES];
+        memset(b, 0xEE, sizeof b);
+        dist__rpc_tiny_encode(b, &h, &t);
+        uint64_t id;
+        memcpy(&id, b, 8);
+        CU_ASSERT_EQUAL(id, h.call_id);
+        CU_ASSERT_EQUAL(b[8] | b[9] << 8, kind == DIST__RPC_REQUEST ? h.caller : 0);
+        CU_ASSERT_EQUAL(b[10], kind == DIST__RPC_REQUEST ? h.fn : 0);
+        CU_ASSERT_EQUAL(b[11], DIST__RPC_TINY_MAGIC);
+        CU_ASSERT_EQUAL(b[12], kind);
+        CU_ASSERT_EQUAL(b[13], nt ? (unsigned)dt : DIST__RPC_TINY_NONE);
+        size_t n = nt ? size * (ext < 0 ? 1 : (size_t)ext) : 0;
+        CU_ASSERT(!memcmp(b + 16, data, n));
+        for (size_t i = 16 + n; i < sizeof b; i++) CU_ASSERT_EQUAL(b[i], 0);
+        dist__rpc_tiny d;
+        dist_tensor u;
+        memset(&u, 0x77, sizeof u);
+        ASSERT_OK(dist__rpc_tiny_decode(b, sizeof b, &d, &u));
+        CU_ASSERT_EQUAL(d.call_id, h.call_id);
+        CU_ASSERT_EQUAL(d.kind, h.kind);
+        CU_ASSERT_EQUAL(d.caller, kind == DIST__RPC_REQUEST ? h.caller : 0);
+        CU_ASSERT_EQUAL(d.fn, kind == DIST__RPC_REQUEST ? h.fn : 0);
+        CU_ASSERT_EQUAL_FATAL(d.ntensors, nt);
+        if (nt) {
+          CU_ASSERT_EQUAL(u.dtype, t.dtype);
+          CU_ASSERT_EQUAL(u.memory, DIST_MEM_HOST);
+          CU_ASSERT_EQUAL_FATAL(u.ndim, t.ndim);
+          for (int k = 0; k < DIST_TENSOR_MAX_DIMS; k++) CU_ASSERT_EQUAL(u.shape[k], t.shape[k]);
+          CU_ASSERT_EQUAL(dist_tensor_nbytes(&u), n);
+          CU_ASSERT(n ? u.data == b + 16 : u.data == NULL);
+        }
+        unsigned char again[DIST__RPC_TINY_BYTES];
+        memset(again, 0x11, sizeof again);
+        dist__rpc_tiny_encode(again, &d, nt ? &u : NULL);
+        CU_ASSERT(!memcmp(again, b, sizeof b));
+        cases++;
+      }
+    }
+  }
+  CU_ASSERT(cases > 60);
+}
+
+/* What fits a tiny message and what does not. */
+static void test_tiny_fits(void) {
+  unsigned char data[16] = {0};
+  int64_t e8 = 8, e9 = 9, e2 = 2, neg = -1, sh[2] = {2, 2};
+  dist_tensor u8 = dist_tensor_host(data, DIST_U8, 1, &e8), d = dist_tensor_host(data, DIST_F64, 0, NULL);
+  CU_ASSERT(dist__rpc_tiny_fits(&u8, 1, 0));
+  CU_ASSERT(dist__rpc_tiny_fits(&d, 1, 0));
+  CU_ASSERT(dist__rpc_tiny_fits(NULL, 0, 0));
+  CU_ASSERT_FALSE(dist__rpc_tiny_fits(&u8, 1, 1));                                        /* options */
+  dist_tensor two[2] = {u8, u8};
+  CU_ASSERT_FALSE(dist__rpc_tiny_fits(two, 2, 0));                                        /* two tensors */
+  dist_tensor t = dist_tensor_host(data, DIST_U8, 1, &e9);
+  CU_ASSERT_FALSE(dist__rpc_tiny_fits(&t, 1, 0));                                         /* 9 bytes */
+  t = dist_tensor_host(data, DIST_F64, 1, &e2);
+  CU_ASSERT_FALSE(dist__rpc_tiny_fits(&t, 1, 0));                                         /* 16 bytes */
+  t = dist_tensor_host(data, DIST_C128, 0, NULL);
+  CU_ASSERT_FALSE(dist__rpc_tiny_fits(&t, 1, 0));                                         /* a 16-byte scalar */
+  t = dist_tensor_host(data, DIST_U8, 2, sh);
+  CU_ASSERT_FALSE(dist__rpc_tiny_fits(&t, 1, 0));                                         /* rank 2 */
+  t = dist_tensor_host(data, DIST_U8, 1, &neg);
+  CU_ASSERT_FALSE(dist__rpc_tiny_fits(&t, 1, 0));                                         /* a negative extent */
+  t = dist_tensor_host(NULL, DIST_U8, 1, &e8);
+  CU_ASSERT_FALSE(dist__rpc_tiny_fits(&t, 1, 0));                                         /* bytes without data */
+  t = u8;
+  t.memory = DIST_MEM_CUDA;
+  CU_ASSERT_FALSE(dist__rpc_tiny_fits(&t, 1, 0));                                         /* device memory */
+  t = u8;
+  t.dtype = DIST_DTYPE_COUNT;
+  CU_ASSERT_FALSE(dist__rpc_tiny_fits(&t, 1, 0));                                         /* no dtype */
+}
+
+/* Every field out of range, every length but 24, padding that is not zero. */
+static void test_tiny_rejections(void) {
+  unsigned char data[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  int64_t e4 = 4;
+  dist_tensor t = dist_tensor_host(data, DIST_U8, 1, &e4);
+  dist__rpc_tiny h = {.call_id = 9, .caller = 1, .fn = 2, .kind = DIST__RPC_REQUEST, .ntensors = 1}, d;
+  unsigned char good[DIST__RPC_TINY_BYTES], b[DIST__RPC_TINY_BYTES + 8];
+  dist__rpc_tiny_encode(good, &h, &t);
+  dist_tensor u;
+  ASSERT_OK(dist__rpc_tiny_decode(good, sizeof good, &d, &u));
+  for (size_t len = 0; len < sizeof b; len++) {
+    if (len == DIST__RPC_TINY_BYTES) continue;
+    memset(b, 0, sizeof b);
+    memcpy(b, good, len < sizeof good ? len : sizeof good);
+    ASSERT_STATUS(dist__rpc_tiny_decode(b, len, &d, &u), DIST_ERR_CORRUPT);
+  }
+  struct {
+    int at;
+    unsigned char v;
+  } bad[] = {{11, 0}, {11, DIST__RPC_TINY_MAGIC ^ 1}, {12, 0}, {12, DIST__RPC_VJP}, {12, DIST__RPC_KINDS},
+             {13, DIST_DTYPE_COUNT}, {13, 0xFE}, {14, 2}, {14, 255}, {15, 9}, /* 9 bytes */
+             {20, 1}, {23, 0x80}};                                                    /* padding after 4 bytes */
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    memcpy(b, good, sizeof good);
+    b[bad[i].at] = bad[i].v;
+    ASSERT_STATUS(dist__rpc_tiny_decode(b, sizeof good, &d, &u), DIST_ERR_CORRUPT);
+  }
+  /* A scalar with an extent, no tensor with a shape, a reply naming a caller or function. */
+  memcpy(b, good, sizeof good);
+  b[14] = 0;
+  ASSERT_STATUS(dist__rpc_tiny_decode(b, sizeof good, &d, &u), DIST_ERR_CORRUPT);
+  memcpy(b, good, sizeof good);
+  b[13] = DIST__RPC_TINY_NONE;
+  ASSERT_STATUS(dist__rpc_tiny_decode(b, sizeof good, &d, &u), DIST_ERR_CORRUPT);
+  memset(b + 13, 0, 11), b[13] = DIST__RPC_TINY_NONE;
+  ASSERT_OK(dist__rpc_tiny_decode(b, sizeof good, &d, &u));
+  CU_ASSERT_EQUAL(d.ntensors, 0);
+  b[16] = 1; /* data without a tensor */
+  ASSERT_STATUS(dist__rpc_tiny_decode(b, sizeof good, &d, &u), DIST_ERR_CORRUPT);
+  memcpy(b, good, sizeof good);
+  b[12] = DIST__RPC_REPLY;
+  ASSERT_STATUS(dist__rpc_tiny_decode(b, sizeof good, &d, &u), DIST_ERR_CORRUPT);
+  ASSERT_MSG_HAS("reply");
+  b[8] = b[9] = b[10] = 0;
+  ASSERT_OK(dist__rpc_tiny_decode(b, sizeof good, &d, &u));
+  CU_ASSERT_EQUAL(d.kind, DIST__RPC_REPLY);
+}
+
 /* ---- the encoder's refusals ---------------------------------------------------- */
 
 static void test_encode_invalid(void) {
@@ -684,6 +910,19 @@ static void test_encode_invalid(void) {
   ASSERT_STATUS(dist__rpc_encode_meta(&m, NULL, 0, &meta, &body), DIST_ERR_INVALID_ARGUMENT);
   m.t[0].ndim = -1;
   ASSERT_STATUS(dist__rpc_encode_meta(&m, NULL, 0, &meta, &body), DIST_ERR_INVALID_ARGUMENT);
+  /* The one-pass encoder refuses them with the same messages. */
+  ASSERT_STATUS(dist__rpc_encode_body(&m, buf, sizeof buf, &body), DIST_ERR_INVALID_ARGUMENT);
+  ASSERT_MSG_HAS("dims");
+  m.t[0].ndim = 1;
+  m.t[0].shape[0] = -3;
+  ASSERT_STATUS(dist__rpc_encode_body(&m, buf, sizeof buf, &body), DIST_ERR_INVALID_ARGUMENT);
+  ASSERT_MSG_HAS("extent");
+  m.t[0].shape[0] = 2;
+  ASSERT_STATUS(dist__rpc_encode_body(&m, buf, sizeof buf, &body), DIST_ERR_INVALID_ARGUMENT);
+  ASSERT_MSG_HAS("no data");
+  m.ntensors = DIST_RPC_MAX_ARGS + 1;
+  ASSERT_STATUS(dist__rpc_encode_body(&m, buf, sizeof buf, &body), DIST_ERR_INVALID_ARGUMENT);
+  ASSERT_MSG_HAS("tensors");
 }
 
 /* ---- the fuzzer's seeds ---------------------------------------------------------- */
@@ -758,6 +997,16 @@ static int write_corpus(const char *dir) {
   r |= seed(dir, "call_add_truncated_meta", DIST__RPC_REQUEST, &call, 20);
   r |= seed(dir, "call_add_truncated_data", DIST__RPC_REQUEST, &call, 70);
   r |= seed(dir, "vjp_truncated_last_byte", DIST__RPC_VJP, &many, (long)many_len - 1);
+  /* Tiny messages (the fuzzer reads the whole input as one too). */
+  unsigned char tiny[DIST__RPC_TINY_BYTES];
+  double x = 2.5;
+  dist_tensor one = dist_tensor_host(&x, DIST_F64, 0, NULL);
+  dist__rpc_tiny th = {.call_id = 42, .caller = 1, .fn = 3, .kind = DIST__RPC_REQUEST, .ntensors = 1};
+  dist__rpc_tiny_encode(tiny, &th, &one);
+  r |= write_file(dir, "tiny_request", tiny, sizeof tiny, NULL, 0);
+  th = (dist__rpc_tiny){.call_id = 42, .kind = DIST__RPC_REPLY};
+  dist__rpc_tiny_encode(tiny, &th, NULL);
+  r |= write_file(dir, "tiny_reply_empty", tiny, sizeof tiny, NULL, 0);
   r |= seed(dir, "header_only", DIST__RPC_REQUEST, &empty, 0);
   return r;
 }
@@ -773,6 +1022,10 @@ static CU_TestInfo tests[] = {
     {"headers", test_headers},
     {"a small call fits UCX's short protocol", test_small_sizes},
     {"the encoder's refusals", test_encode_invalid},
+    {"the decoder's memo", test_decode_memo},
+    {"tiny messages: round trips and layout", test_tiny_round_trips},
+    {"tiny messages: what fits", test_tiny_fits},
+    {"tiny messages: rejections", test_tiny_rejections},
     CU_TEST_INFO_NULL,
 };
 

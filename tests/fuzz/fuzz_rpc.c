@@ -10,7 +10,10 @@
  * bytes) lie in the body, the counts within their limits; re-encoding the
  * decoded message gives the same meta and body lengths (and the same meta
  * bytes whatever the buffer held before), and the re-assembled body decodes
- * to the same fields and bytes. Any violation aborts.
+ * to the same fields and bytes. The decoder's memo (dist__rpc_decode_cached,
+ * kept across inputs) agrees with the decoder; the whole input read as a
+ * tiny message decodes only to what wire.h allows and encodes back to itself.
+ * Any violation aborts.
  *
  * Build and run: make fuzz (or make check: tests/fuzz/run.sh). Seeds:
  * tests/fuzz/corpus/fuzz_rpc/ (written by tests/test_rpc_wire --write-corpus). */
@@ -131,7 +134,44 @@ static void round_trip(const dist__rpc_msg *m, size_t meta, size_t len) {
   free(b);
 }
 
+/* The whole input as a tiny message (wire.h): a decoded one holds at most
+ * one tensor of rank 0 or 1 and 8 bytes inside the message, and encodes
+ * back to the same 24 bytes. */
+static void check_tiny(const uint8_t *data, size_t size) {
+  dist__rpc_tiny h;
+  dist_tensor t;
+  if (dist__rpc_tiny_decode(data, size, &h, &t)) {
+    CHECK(dist_last_error()[0] != 0);
+    return;
+  }
+  CHECK(size == DIST__RPC_TINY_BYTES);
+  CHECK(h.kind == DIST__RPC_REQUEST || h.kind == DIST__RPC_REPLY);
+  CHECK(h.ntensors == 0 || h.ntensors == 1);
+  if (h.ntensors) {
+    CHECK((int)t.dtype >= 0 && (int)t.dtype < DIST_DTYPE_COUNT && t.ndim >= 0 && t.ndim <= 1);
+    size_t n = dist_tensor_nbytes(&t);
+    CHECK(n <= DIST__RPC_TINY_DATA && n == nbytes(&t));
+    CHECK(n ? t.data == data + 16 : t.data == NULL);
+  }
+  unsigned char again[DIST__RPC_TINY_BYTES];
+  dist__rpc_tiny_encode(again, &h, &t);
+  CHECK(!memcmp(again, data, DIST__RPC_TINY_BYTES));
+}
+
+/* The decoder's memo, kept from one input to the next (so that inputs with
+ * the same meta part hit it): what the plain decoder says, field by field. */
+static dist__rpc_dcache memo;
+static void check_memo(const unsigned char *body, size_t len, dist_status plain, const dist__rpc_msg *m) {
+  dist__rpc_msg d;
+  CHECK(dist__rpc_decode_cached(&memo, body, len, &d, d.t) == plain);
+  if (plain) return;
+  CHECK(d.name_len == m->name_len && d.name == m->name && d.extra_len == m->extra_len && d.extra == m->extra);
+  CHECK(d.ntensors == m->ntensors);
+  for (int i = 0; i < m->ntensors; i++) CHECK(!memcmp(&d.t[i], &m->t[i], sizeof d.t[i]));
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  check_tiny(data, size);
   size_t hn = size < sizeof(dist__rpc_header) ? size : sizeof(dist__rpc_header);
   check_header(data, hn);
   size_t len = size - hn;
@@ -139,12 +179,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   CHECK(!posix_memalign((void **)&body, DIST__RPC_ALIGN, len ? len : 1));
   if (len) memcpy(body, data + hn, len);
   dist__rpc_msg m;
-  if (dist__rpc_decode(body, len, &m) == DIST_SUCCESS) {
+  dist_status plain = dist__rpc_decode(body, len, &m);
+  if (plain == DIST_SUCCESS) {
     size_t meta = check_msg(&m, body, len);
     round_trip(&m, meta, len);
   } else {
     CHECK(dist_last_error()[0] != 0);
   }
+  check_memo(body, len, plain, &m);
   free(body);
   return 0;
 }
