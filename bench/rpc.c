@@ -18,7 +18,13 @@
  *             each endpoint's transports).
  *   distmgr   dist_rpc_call_sync(1, "echo", one u8 tensor of N bytes) on
  *             rank 0, then dist_future_free; "echo" answers with a copy of
- *             its argument (dist_rpc_output + memcpy).
+ *             its argument (dist_rpc_output + memcpy). At 8 B the call and
+ *             its answer travel as tiny messages (lib/rpc/wire.h).
+ *   distmgr, general layout
+ *             8 B only: the same calls with tiny messages off on rank 0 (as
+ *             DIST_RPC_TINY=0; the answers then take the general layout
+ *             too), through the engine's state (rpc/rpc_internal.h): what
+ *             the tiny layout saves, in the same launch.
  *   torch     bench/rpc_torch.py: rpc_sync("worker1", echo, uint8 tensor) in
  *             a separate 2-process job over 127.0.0.1 (TensorPipe); a visible
  *             "skipped: torch RPC: ..." when BENCH_PYTHON cannot import
@@ -58,6 +64,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <ucp/api/ucp.h>
+
+#include "rpc/rpc_internal.h" /* dist__rpc.tiny_fns: the general-layout column */
 
 #ifndef SRCDIR
 #define SRCDIR "."
@@ -341,8 +349,9 @@ static void dist_round_trip(const unsigned char *out, size_t n, unsigned char *b
 /* ---- blocks ------------------------------------------------------------------------ */
 
 /* raw UCX as distmgr's endpoints are made, distmgr, raw UCX with UCX's defaults */
-enum { V_RAW, V_DIST, V_RAW_DEFAULT, NV };
-static const char *const v_names[NV] = {"raw UCX", "distmgr", "raw UCX (default endpoint)"};
+enum { V_RAW, V_DIST, V_RAW_DEFAULT, V_DIST_GENERAL, NV };
+static const char *const v_names[NV] = {"raw UCX", "distmgr", "raw UCX (default endpoint)", "distmgr, general layout"};
+
 
 typedef struct bench {
   size_t n;
@@ -350,13 +359,27 @@ typedef struct bench {
   unsigned char *out; /* rank 0: what is sent */
 } bench;
 
+/* V_DIST_GENERAL runs as V_DIST with tiny messages off on rank 0 (8 B only:
+ * larger calls never travel tiny); *keep: the value to restore. */
+static int general_begin(const bench *b, int *k, int *keep) {
+  if (*k != V_DIST_GENERAL) return 1;
+  if (b->n != LAT_BYTES) return 0;
+  *k = V_DIST;
+  *keep = dist__rpc.tiny_fns;
+  dist__rpc.tiny_fns = 0;
+  return 1;
+}
+
 /* Both ranks: a block of `iters` round trips of variant k; rank 0's
  * microseconds per round trip (rank 1: 0). */
 static double block_n(bench *b, int k, int iters) {
+  int keep = -1;
+  if (!general_begin(b, &k, &keep)) return 0;
   MPI_Barrier(MPI_COMM_WORLD);
   if (my_rank == 1) {
     if (k == V_DIST) dist_serve();
     else raw_serve(k == V_RAW ? EP_PEER : EP_DEFAULT);
+    if (keep >= 0) dist__rpc.tiny_fns = keep;
     return 0;
   }
   double t0 = bench_now();
@@ -371,6 +394,7 @@ static double block_n(bench *b, int k, int iters) {
     check_dist(dist_rpc_call_sync(1, "stop", NULL, 0, NULL, 0, &f), "dist_rpc_call_sync(stop)");
     dist_future_free(f);
   }
+  if (keep >= 0) dist__rpc.tiny_fns = keep;
   return us;
 }
 
@@ -381,7 +405,9 @@ static double block(void *ctx, int k) {
 
 /* Rank 0: one round trip of each variant, the answer compared with what was sent. */
 static void verify(bench *b, unsigned char *back) {
-  for (int k = 0; k < NV; k++) {
+  for (int k0 = 0; k0 < NV; k0++) {
+    int k = k0, keep = -1;
+    if (!general_begin(b, &k, &keep)) continue;
     fill(b->out, (long long)b->n, 3 * k + 1);
     memset(back, 0xee, b->n);
     MPI_Barrier(MPI_COMM_WORLD);
@@ -396,17 +422,20 @@ static void verify(bench *b, unsigned char *back) {
       check_dist(dist_rpc_call_sync(1, "stop", NULL, 0, NULL, 0, &f), "dist_rpc_call_sync(stop)");
       dist_future_free(f);
     }
+    if (keep >= 0) dist__rpc.tiny_fns = keep;
     if (memcmp(back, b->out, b->n)) {
       char msg[96];
-      snprintf(msg, sizeof msg, "the %s echo of %zu bytes differs from what was sent", v_names[k], b->n);
+      snprintf(msg, sizeof msg, "the %s echo of %zu bytes differs from what was sent", v_names[k0], b->n);
       die("verify", msg);
     }
   }
 }
 
 /* Rank 1's side of verify. */
-static void verify_serve(void) {
-  for (int k = 0; k < NV; k++) {
+static void verify_serve(const bench *b) {
+  for (int k0 = 0; k0 < NV; k0++) {
+    int k = k0, keep = -1;
+    if (!general_begin(b, &k, &keep)) continue;
     MPI_Barrier(MPI_COMM_WORLD);
     if (k == V_DIST) dist_serve();
     else raw_serve(k == V_RAW ? EP_PEER : EP_DEFAULT);
@@ -453,7 +482,7 @@ static int worker(const options *o) {
   for (int si = 0; si < NSIZES && sizes[si] <= o->max_bytes; si++) {
     b.n = (size_t)sizes[si];
     if (my_rank == 1) {
-      verify_serve();
+      verify_serve(&b);
       for (int k = 0; k < NV; k++) block_n(&b, k, 0), block_n(&b, k, 0); /* warm-up, calibration */
       double t[NV * MAX_ROUNDS];
       bench_rounds(NV, o->rounds, 1, block, &b, t);
@@ -469,10 +498,14 @@ static int worker(const options *o) {
     }
     double t[NV * MAX_ROUNDS];
     bench_rounds(NV, o->rounds, 1, block, &b, t); /* raw, distmgr; then distmgr, raw; ... */
-    const double *raw_t = t + V_RAW * o->rounds, *dist_t = t + V_DIST * o->rounds, *def_t = t + V_RAW_DEFAULT * o->rounds;
-    printf("row %lld %.4f %.4f %.4f %.4f %.4f\n", sizes[si], bench_median(raw_t, o->rounds),
+    const double *raw_t = t + V_RAW * o->rounds, *dist_t = t + V_DIST * o->rounds, *def_t = t + V_RAW_DEFAULT * o->rounds,
+                 *gen_t = t + V_DIST_GENERAL * o->rounds;
+    int lat = b.n == LAT_BYTES;
+    printf("row %lld %.4f %.4f %.4f %.4f %.4f %.4f %.4f %.4f\n", sizes[si], bench_median(raw_t, o->rounds),
            bench_median(dist_t, o->rounds), bench_paired_ratio(dist_t, raw_t, o->rounds),
-           bench_median(def_t, o->rounds), bench_paired_ratio(dist_t, def_t, o->rounds));
+           bench_median(def_t, o->rounds), bench_paired_ratio(dist_t, def_t, o->rounds),
+           lat ? bench_median(gen_t, o->rounds) : 0, lat ? bench_paired_ratio(gen_t, def_t, o->rounds) : 0,
+           lat ? bench_paired_ratio(dist_t, gen_t, o->rounds) : 0);
     fflush(stdout);
   }
   MPI_Barrier(MPI_COMM_WORLD);
@@ -496,7 +529,7 @@ static int worker(const options *o) {
 /* ---- driver ---------------------------------------------------------------------------- */
 
 typedef struct row {
-  double raw_us, dist_us, ratio, def_us, def_ratio, torch_us;
+  double raw_us, dist_us, ratio, def_us, def_ratio, gen_us, gen_def_ratio, tiny_gen_ratio, torch_us;
 } row;
 
 static double gbps(long long bytes, double us) { return us > 0 ? 2.0 * (double)bytes / (us * 1e-6) / 1e9 : 0; }
@@ -582,8 +615,8 @@ int main(int argc, char **argv) {
     long long bytes;
     row r = {0};
     int k;
-    if (sscanf(line, "row %lld %lf %lf %lf %lf %lf", &bytes, &r.raw_us, &r.dist_us, &r.ratio, &r.def_us,
-               &r.def_ratio) == 6 &&
+    if (sscanf(line, "row %lld %lf %lf %lf %lf %lf %lf %lf %lf", &bytes, &r.raw_us, &r.dist_us, &r.ratio, &r.def_us,
+               &r.def_ratio, &r.gen_us, &r.gen_def_ratio, &r.tiny_gen_ratio) == 9 &&
         (k = size_index(bytes)) >= 0)
       rows[k] = r;
     else if (sscanf(line, "breakdown %lf %lf", &req, &rep) == 2)
@@ -622,6 +655,12 @@ int main(int argc, char **argv) {
   char note[96];
   snprintf(note, sizeof note, "target <= %.1f; the same transports: shared memory", LAT_TARGET_RAW);
   bench_ratio(stdout, rows[0].def_ratio, note, "rpc latency 8B distmgr/raw UCX default endpoint");
+  printf("general layout: distmgr 8 B with tiny messages off (as DIST_RPC_TINY=0), same launch: %.2f us\n",
+         rows[0].gen_us);
+  bench_ratio(stdout, rows[0].gen_def_ratio, "no target: tiny messages off",
+              "rpc latency 8B distmgr general layout/raw UCX default endpoint");
+  bench_ratio(stdout, rows[0].tiny_gen_ratio, "no target: what the 24-byte layout saves",
+              "rpc latency 8B distmgr tiny/general layout");
   if (torch && rows[0].torch_us > 0) {
     snprintf(note, sizeof note, "target <= %.1f", LAT_TARGET_TORCH);
     bench_ratio(stdout, rows[0].dist_us / rows[0].torch_us, note, "rpc latency 8B distmgr/torch rpc");
