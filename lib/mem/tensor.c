@@ -70,6 +70,11 @@ int64_t dist_tensor_numel(const dist_tensor *t) {
  * call it on every call). */
 size_t dist_tensor_nbytes(const dist_tensor *t) {
   if (!t || t->ndim < 0 || t->ndim > DIST_TENSOR_MAX_DIMS) return 0;
+  if (t->ndim <= 1) { /* scalars and vectors, the small calls' tensors: no loop */
+    int64_t e = t->ndim ? t->shape[0] : 1, b;
+    if (e < 0) return SIZE_MAX;
+    return __builtin_mul_overflow(e, (int64_t)dist__dtype_size(t->dtype), &b) ? SIZE_MAX : (size_t)b;
+  }
   int64_t n = 1, b;
   int zero = 0, over = 0;
   for (int i = 0; i < t->ndim; i++) {
