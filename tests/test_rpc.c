@@ -549,14 +549,11 @@ static void test_tiny_calls(void) {
   CU_ASSERT_EQUAL(tiny_in() - before, 0);
 }
 
-/* Small messages carry their header in their data (engine.c). Ones that
- * are too short for a header, not distmgr's, of an unknown kind, or a reply
- * to a call nobody made are dropped with a log line; the worker still
- * answers the next call. */
-static void send_raw_now(int to, const void *data, size_t len) {
+/* Sends len bytes as active message `id` to `to`, as a peer could. */
+static void send_raw(int to, unsigned id, const void *data, size_t len) {
   ucp_request_param_t p = {.op_attr_mask = 0};
   dist__rpc_lock();
-  ucs_status_ptr_t r = ucp_am_send_nbx(dist__rpc.ep[to], DIST__RPC_AM_ID_NOW, NULL, 0, data, len, &p);
+  ucs_status_ptr_t r = ucp_am_send_nbx(dist__rpc.ep[to], id, NULL, 0, data, len, &p);
   CU_ASSERT_FALSE(UCS_PTR_IS_ERR(r));
   if (r && !UCS_PTR_IS_ERR(r)) {
     while (ucp_request_check_status(r) == UCS_INPROGRESS) dist__rpc_progress();
@@ -565,6 +562,11 @@ static void send_raw_now(int to, const void *data, size_t len) {
   dist__rpc_unlock();
 }
 
+/* Small messages carry their header in their data (engine.c). Ones that
+ * are too short for a header, not distmgr's, of an unknown kind, or a reply
+ * to a call nobody made are dropped with a log line (tiny requests that do
+ * not decode are answered with an error); the worker still answers the next
+ * call. */
 static void test_stray_small(void) {
   double x[2] = {1, 2}, s = 3;
   int64_t n = 2;
@@ -576,12 +578,29 @@ static void test_stray_small(void) {
   magic.magic = 0x1234;
   kind.kind = DIST__RPC_KINDS;
   unsigned char buf[64] = {0};
-  send_raw_now(to, buf, 7); /* shorter than a header */
+  send_raw(to, DIST__RPC_AM_ID_NOW, buf, 7); /* shorter than a header */
   const dist__rpc_header *hs[] = {&magic, &kind, &good};
   for (int i = 0; i < 3; i++) {
     memcpy(buf, hs[i], sizeof *hs[i]);
-    send_raw_now(to, buf, sizeof buf);
+    send_raw(to, DIST__RPC_AM_ID_NOW, buf, sizeof buf);
   }
+  /* Tiny ones: too short, not distmgr's, a reply nobody waits for, a request
+   * for a function index nobody registered (answered with an error to a call
+   * its sender never made: dropped there) and one with a bad tensor. */
+  unsigned char tiny[DIST__RPC_TINY_BYTES];
+  dist__rpc_tiny th = {.call_id = UINT64_MAX, .kind = DIST__RPC_REPLY};
+  dist__rpc_tiny_encode(tiny, &th, NULL);
+  send_raw(to, DIST__RPC_AM_ID_TINY, tiny, 7);
+  send_raw(to, DIST__RPC_AM_ID_TINY, tiny, sizeof tiny); /* the reply */
+  tiny[11] ^= 1;
+  send_raw(to, DIST__RPC_AM_ID_TINY, tiny, sizeof tiny);
+  th = (dist__rpc_tiny){.call_id = UINT64_MAX - 1, .caller = R, .fn = 255, .kind = DIST__RPC_REQUEST};
+  dist__rpc_tiny_encode(tiny, &th, NULL);
+  send_raw(to, DIST__RPC_AM_ID_TINY, tiny, sizeof tiny);
+  th.fn = 0;
+  dist__rpc_tiny_encode(tiny, &th, NULL);
+  tiny[13] = 0x7F; /* no such dtype */
+  send_raw(to, DIST__RPC_AM_ID_TINY, tiny, sizeof tiny);
   dist_future *f = NULL;
   OK(dist_rpc_call_sync(to, "scale", &a, 1, &s, sizeof s, &f));
   CU_ASSERT_EQUAL(((const double *)dist_future_output(f, 0)->data)[1], 2 * s + R);

@@ -178,8 +178,12 @@ static ucs_status_t on_message_tiny(void *arg, const void *header, size_t header
   const unsigned char *b = data;
   if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) || header_length || length != DIST__RPC_TINY_BYTES ||
       b[11] != DIST__RPC_TINY_MAGIC || (b[12] != DIST__RPC_REQUEST && b[12] != DIST__RPC_REPLY)) {
-    dist_log(DIST_LOG_WARN, "remote call: dropped a tiny message of %zu bytes (user header %zu, rendezvous %d)",
-             length, header_length, !!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV));
+    int whole = length == DIST__RPC_TINY_BYTES && !(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV);
+    dist_log(DIST_LOG_WARN,
+             "remote call: dropped a tiny message of %zu bytes (expected %d; magic %#x, kind %u; user header %zu, "
+             "rendezvous %d)",
+             length, DIST__RPC_TINY_BYTES, whole ? b[11] : 0u, whole ? b[12] : 0u, header_length,
+             !!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV));
     return UCS_OK;
   }
   dist__rpc_header h = {.magic = DIST__RPC_MAGIC, .version = DIST__RPC_VERSION, .kind = b[12]};

@@ -1,12 +1,15 @@
-/* The messages of remote calls: a fixed header (UCX's active-message header)
- * and a body. Pure and bounded: the decoder checks every length against the
- * body it got before it reads, and is fuzzed (tests/fuzz/fuzz_rpc.c).
+/* The messages of remote calls: a fixed header and a body (the general
+ * layout), or a tiny message of 24 bytes (the end of this file). Pure and
+ * bounded: the decoders check every length against the message they got
+ * before they read, and are fuzzed (tests/fuzz/fuzz_rpc.c).
  *
- * The header is 16 bytes and the body of a small call (a name of up to 12
- * bytes, one tensor of up to 16 bytes) at most 64: UCX's shared-memory
- * transport sends 80 bytes with its "short" protocol, 0.13 us a send faster
- * than the copy protocol it takes for 96 (bench/RESULTS.md, "bench/rpc").
- * The body's length is UCX's.
+ * The header is 16 bytes: UCX's active-message header for a message sent
+ * the long way, the first 16 bytes of the data for one sent from the stack
+ * (rpc_internal.h). The body of a small call (a name of up to 12 bytes, one
+ * tensor of up to 16 bytes) is at most 64: UCX's shared-memory transport
+ * sends 80 bytes with its "short" protocol, 0.13 us a send faster than the
+ * copy protocol it takes for 96 (bench/RESULTS.md, "bench/rpc"). The body's
+ * length is UCX's (less the header's, when it travels in the data).
  *
  * Body, little-endian, every field at its natural alignment:
  *   u32 name_len, name bytes (requests; 0 in replies)
