@@ -79,8 +79,8 @@ static void wake_sleepers(dist_future *f) {
 int dist__future_complete_owned(dist_future *f, void *body, int nout) {
   unsigned cur = atomic_load_explicit(&f->state, memory_order_relaxed);
   int refs = atomic_load_explicit(&f->refs, memory_order_relaxed);
-  if (!dist__future_owned(f) || (cur & (DIST__FUTURE_PUBLISHED | DIST__FUTURE_CB_SET | DIST__FUTURE_SLEEPER)) || refs < 2)
-    return 0;
+  unsigned busy = DIST__FUTURE_PUBLISHED | DIST__FUTURE_CB_SET | DIST__FUTURE_SLEEPER;
+  if (!dist__future_owned(f) || (cur & busy) || refs < 2) return 0;
   f->status = DIST_SUCCESS;
   f->msg = NULL;
   f->body = body;
@@ -118,7 +118,8 @@ void dist__future_complete(dist_future *f, dist_status s, const char *msg, void 
   }
   /* Publish, and settle in the same step unless a callback waits to run. */
   unsigned cur = dist__future_state(f), want;
-  if (dist__future_owned(f) && !(cur & (DIST__FUTURE_CB_SET | DIST__FUTURE_SLEEPER))) { /* its own waiter: plain stores (rpc_internal.h) */
+  if (dist__future_owned(f) && !(cur & (DIST__FUTURE_CB_SET | DIST__FUTURE_SLEEPER))) {
+    /* its own waiter: plain stores (rpc_internal.h) */
     atomic_store_explicit(&f->state, cur | DIST__FUTURE_PUBLISHED | DIST__FUTURE_SETTLED, memory_order_relaxed);
     return;
   }

@@ -48,6 +48,7 @@ dist_status dist_rpc_register(const char *name, dist_rpc_fn fn, void *user) {
     dist__rpc_fn_entry *e = &registry[i];
     memset(e, 0, sizeof *e);
     snprintf(e->name, sizeof e->name, "%s", name);
+    e->name_len = strlen(e->name);
     e->fn = fn;
     e->user = user;
     lens[i] = (unsigned char)strlen(e->name);

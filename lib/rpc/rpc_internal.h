@@ -138,6 +138,7 @@ static inline int dist__future_settled(const dist_future *f) {
 
 typedef struct dist__rpc_fn_entry {
   char name[DIST_RPC_MAX_NAME + 1];
+  size_t name_len;
   dist_rpc_fn fn, vjp;
   void *user, *vjp_user;
 } dist__rpc_fn_entry;
@@ -340,6 +341,7 @@ typedef struct dist__rpc_thread {
   uint64_t next_id, end_id;    /* request.c: its block of call ids */
   dist_autograd_ctx *autograd; /* autograd.c: the context recording on it */
   dist__rpc_dcache dcache;     /* serve.c, engine.c: the last message it decoded (wire.h) */
+  dist__rpc_job own_job;       /* serve.c: a small request the polling executor received itself */
 } dist__rpc_thread;
 extern _Thread_local dist__rpc_thread dist__rpc_me;
 

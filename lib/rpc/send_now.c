@@ -44,9 +44,12 @@ dist_status dist__rpc_small_encode(dist__rpc_small *sm, int to, dist__rpc_kind k
 
 dist_status dist__rpc_small_send(const dist__rpc_small *sm, int to) {
   static const ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL};
-  /* Header and body as one buffer of data, no user header (rpc_internal.h). */
-  ucs_status_ptr_t r = sm->tiny ? ucp_am_send_nbx(dist__rpc.ep[to], DIST__RPC_AM_ID_TINY, NULL, 0, sm->body, sm->len, &p)
-                                : ucp_am_send_nbx(dist__rpc.ep[to], DIST__RPC_AM_ID_NOW, NULL, 0, &sm->h, sizeof sm->h + sm->len, &p);
+  /* Header and body as one buffer of data, no user header (rpc_internal.h);
+   * a tiny message is all body. */
+  const void *data = sm->tiny ? (const void *)sm->body : (const void *)&sm->h;
+  size_t len = sm->tiny ? sm->len : sizeof sm->h + sm->len;
+  ucs_status_ptr_t r =
+      ucp_am_send_nbx(dist__rpc.ep[to], sm->tiny ? DIST__RPC_AM_ID_TINY : DIST__RPC_AM_ID_NOW, NULL, 0, data, len, &p);
   /* A request despite the flag (UCX says it does not happen): the buffer
    * must outlive it. */
   if (r && !UCS_PTR_IS_ERR(r)) {

@@ -17,7 +17,8 @@ static void job_free(dist__rpc_job *j);
 static void answer_slow(dist__rpc_job *j, int to, dist_status s, int ran, const dist__rpc_msg *m,
                         dist_rpc_outputs *outs) {
   char msg[1400];
-  dist__rpc_msg reply = {0};
+  dist__rpc_msg reply; /* its tensors are read up to ntensors only */
+  dist__rpc_msg_clear(&reply);
   if (s) {
     if (ran && !*dist_last_error()) /* failed without a word */
       snprintf(msg, sizeof msg, "worker%d: '%.*s' returned %d (%s) without a message", dist__rpc.rank,
@@ -39,7 +40,7 @@ static void answer_slow(dist__rpc_job *j, int to, dist_status s, int ran, const 
     snprintf(msg, sizeof msg, "worker%d: its answer: %s", dist__rpc.rank, dist_last_error());
     dist__rpc_msg fail = {.extra = msg, .extra_len = strlen(msg)};
     if (dist__rpc_out_new(DIST__RPC_REPLY, j->h.call_id, e2, &fail, &o)) o = NULL;
-  } else if (!e2) {
+  } else {
     for (int i = 0; i < outs->n; i++) o->owned[o->nowned++] = outs->mem[i];
     outs->n = 0;
   }
@@ -64,7 +65,7 @@ static dist_status decode_tiny(dist__rpc_job *j, dist__rpc_msg *m, const dist__r
     return dist__error(DIST_ERR_CORRUPT, "remote call: a tiny request for function index %d (kind %d)", th.fn,
                        (int)th.kind);
   m->name = (*e)->name;
-  m->name_len = strlen((*e)->name);
+  m->name_len = (*e)->name_len;
   m->ntensors = th.ntensors;
   return DIST_SUCCESS;
 }
@@ -129,6 +130,7 @@ static dist__rpc_job *job_new(const dist__rpc_header *h) {
 }
 
 static void job_free(dist__rpc_job *j) {
+  if (j == &dist__rpc_me.own_job) return;
   if (j->body != j->inline_body) dist__rpc_buf_put(j->body);
   if (!dist__rpc_cache_put(DIST__RPC_CACHE_JOB, j, free)) free(j);
 }
@@ -144,6 +146,17 @@ void dist__rpc_enqueue(const dist__rpc_header *h, void *body, size_t len) {
 }
 
 void dist__rpc_enqueue_copy(const dist__rpc_header *h, const void *data, size_t len, int tiny) {
+  dist__rpc_thread *me = &dist__rpc_me;
+  if (me->polling && !me->handed) { /* the polling executor's own, run next: its thread's job (push) */
+    dist__rpc_job *j = &me->own_job;
+    j->h = *h;
+    j->tiny = tiny;
+    if (len) memcpy(j->inline_body, data, len);
+    j->body = j->inline_body;
+    j->len = len;
+    me->handed = j;
+    return;
+  }
   dist__rpc_job *j = job_new(h);
   if (!j) return;
   j->tiny = tiny;
