@@ -297,27 +297,6 @@ dist_status dist__rpc_decode_cached(dist__rpc_dcache *c, const void *body, size_
 
 /* ---- tiny messages (wire.h) ---------------------------------------------------- */
 
-void dist__rpc_tiny_encode(unsigned char out[DIST__RPC_TINY_BYTES], const dist__rpc_tiny *h, const dist_tensor *t) {
-  memset(out, 0, DIST__RPC_TINY_BYTES);
-  memcpy(out, &h->call_id, 8);
-  if (h->kind != DIST__RPC_REPLY) {
-    uint16_t caller = (uint16_t)h->caller;
-    memcpy(out + 8, &caller, 2);
-    out[10] = (unsigned char)h->fn;
-  }
-  out[11] = DIST__RPC_TINY_MAGIC;
-  out[12] = (unsigned char)h->kind;
-  out[13] = DIST__RPC_TINY_NONE;
-  if (!h->ntensors) return;
-  out[13] = (unsigned char)t->dtype;
-  out[14] = (unsigned char)t->ndim;
-  size_t n = dist__dtype_size(t->dtype);
-  if (t->ndim) {
-    out[15] = (unsigned char)t->shape[0];
-    n *= (size_t)t->shape[0];
-  }
-  if (n) memcpy(out + 16, t->data, n);
-}
 
 dist_status dist__rpc_tiny_decode(const void *buf, size_t len, dist__rpc_tiny *h, dist_tensor *t) {
   const unsigned char *b = buf;

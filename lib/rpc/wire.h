@@ -177,8 +177,30 @@ static inline int dist__rpc_tiny_fits(const dist_tensor *ts, int nt, size_t extr
   return n <= DIST__RPC_TINY_DATA && (!n || t->data);
 }
 
-/* Writes a tiny message (its tensors fit: dist__rpc_tiny_fits) into out. */
-void dist__rpc_tiny_encode(unsigned char out[DIST__RPC_TINY_BYTES], const dist__rpc_tiny *h, const dist_tensor *t);
+/* Writes a tiny message (its tensors fit: dist__rpc_tiny_fits) into out.
+ * Inline: it is most of a small call's encoding. */
+static inline void dist__rpc_tiny_encode(unsigned char out[DIST__RPC_TINY_BYTES], const dist__rpc_tiny *h,
+                                         const dist_tensor *t) {
+  memset(out, 0, DIST__RPC_TINY_BYTES);
+  memcpy(out, &h->call_id, 8);
+  if (h->kind != DIST__RPC_REPLY) {
+    uint16_t caller = (uint16_t)h->caller;
+    memcpy(out + 8, &caller, 2);
+    out[10] = (unsigned char)h->fn;
+  }
+  out[11] = DIST__RPC_TINY_MAGIC;
+  out[12] = (unsigned char)h->kind;
+  out[13] = DIST__RPC_TINY_NONE;
+  if (!h->ntensors) return;
+  out[13] = (unsigned char)t->dtype;
+  out[14] = (unsigned char)t->ndim;
+  size_t n = dist__dtype_size(t->dtype);
+  if (t->ndim) {
+    out[15] = (unsigned char)t->shape[0];
+    n *= (size_t)t->shape[0];
+  }
+  if (n) memcpy(out + 16, t->data, n);
+}
 
 /* Parses a tiny message of len bytes into h and, when it has one, *t
  * (viewing its data in buf). Every field checked, the padding and unused
