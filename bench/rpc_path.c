@@ -8,10 +8,13 @@
  *   caller  header check, body copy, in-flight lookup, decode, completion,
  *           dist_future_free
  *
- * What UCX adds (two sends and the polls that find them) is not here: raw
- * UCX's own round trip is bench/rpc's "raw default" column. Prints the best
- * of 20 runs of 100,000 calls, in ns per call: the figure a change to the
- * call path moves (bench/RESULTS.md, "bench/rpc"). One process, no MPI.
+ * These are the steps of the general layout sent the long way (a message
+ * object, a received buffer), the way a large call goes: an 8 B call itself
+ * now travels as a tiny message from the stack (lib/rpc/wire.h), which
+ * bench/rpc_instructions.sh counts. What UCX adds (two sends and the polls
+ * that find them) is not here: raw UCX's own round trip is bench/rpc's "raw
+ * default" column. Prints the best of 20 runs of 100,000 calls, in ns per
+ * call (bench/RESULTS.md, "bench/rpc"). One process, no MPI.
  *
  * Usage: taskset -c 1 bench/rpc_path (pinned: steadier on a busy VM) */
 #include <stdio.h>
