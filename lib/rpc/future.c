@@ -56,10 +56,6 @@ static void future_destroy(dist_future *f) {
 }
 
 void dist__future_release(dist_future *f) {
-  if (dist__future_owned(f)) { /* the in-flight table's reference, by the waiter itself */
-    int r = atomic_load_explicit(&f->refs, memory_order_relaxed);
-    if (r > 1) return atomic_store_explicit(&f->refs, r - 1, memory_order_relaxed);
-  }
   /* The last reference needs no locked subtract: nobody else holds one,
    * so nobody can take another (a reference comes only from a holder). */
   if (atomic_load_explicit(&f->refs, memory_order_acquire) == 1 || atomic_fetch_sub(&f->refs, 1) == 1)
@@ -118,11 +114,6 @@ void dist__future_complete(dist_future *f, dist_status s, const char *msg, void 
   }
   /* Publish, and settle in the same step unless a callback waits to run. */
   unsigned cur = dist__future_state(f), want;
-  if (dist__future_owned(f) && !(cur & (DIST__FUTURE_CB_SET | DIST__FUTURE_SLEEPER))) {
-    /* its own waiter: plain stores (rpc_internal.h) */
-    atomic_store_explicit(&f->state, cur | DIST__FUTURE_PUBLISHED | DIST__FUTURE_SETTLED, memory_order_relaxed);
-    return;
-  }
   do want = cur | DIST__FUTURE_PUBLISHED | (cur & DIST__FUTURE_CB_SET ? 0 : DIST__FUTURE_SETTLED);
   while (!atomic_compare_exchange_weak(&f->state, &cur, want));
   if (!(cur & DIST__FUTURE_CB_SET)) {

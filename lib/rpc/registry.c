@@ -48,7 +48,6 @@ dist_status dist_rpc_register(const char *name, dist_rpc_fn fn, void *user) {
     dist__rpc_fn_entry *e = &registry[i];
     memset(e, 0, sizeof *e);
     snprintf(e->name, sizeof e->name, "%s", name);
-    e->name_len = strlen(e->name);
     e->fn = fn;
     e->user = user;
     lens[i] = (unsigned char)strlen(e->name);
@@ -84,8 +83,10 @@ dist_status dist__rpc_lookup(const char *name, size_t len, const dist__rpc_fn_en
 
 int dist__rpc_fn_index(const char *name, size_t len) { return find(name, len); }
 
-const dist__rpc_fn_entry *dist__rpc_entry_at(int i) {
-  return i >= 0 && i < atomic_load_explicit(&registered, memory_order_acquire) ? &registry[i] : NULL;
+const dist__rpc_fn_entry *dist__rpc_entry_at(int i, size_t *name_len) {
+  if (i < 0 || i >= atomic_load_explicit(&registered, memory_order_acquire)) return NULL;
+  *name_len = lens[i];
+  return &registry[i];
 }
 
 /* The first DIST__RPC_TINY_FNS names in the order of registration, as one

@@ -12,15 +12,16 @@
 #include "distmgr/rpc.h"
 #include "rpc/wire.h"
 
-/* Two active-message ids, the header's kind telling messages apart within
+/* Three active-message ids, the header's kind telling messages apart within
  * each: DIST__RPC_AM_ID carries the header as UCX's user header (every
  * message that goes the long way, rendezvous included), DIST__RPC_AM_ID_NOW
  * as the first 16 bytes of the data (small messages sent from the stack,
- * send_now.c). On shared memory a user header costs UCX 0.05-0.07 us a round
- * trip more than the same bytes in the data (bench/RESULTS.md, "bench/rpc"). */
+ * send_now.c), DIST__RPC_AM_ID_TINY a tiny message (wire.h). On shared
+ * memory a user header costs UCX 0.04-0.06 us a round trip more than the
+ * same bytes in the data (bench/RESULTS.md, "bench/rpc"). */
 #define DIST__RPC_AM_ID 0x44
 #define DIST__RPC_AM_ID_NOW 0x45
-#define DIST__RPC_AM_ID_TINY 0x46 /* a tiny message (wire.h), its own header */
+#define DIST__RPC_AM_ID_TINY 0x46
 /* How long a waiting caller, and the idle executor, poll the worker before
  * they sleep. */
 #define DIST__RPC_SPIN_US 200
@@ -138,7 +139,6 @@ static inline int dist__future_settled(const dist_future *f) {
 
 typedef struct dist__rpc_fn_entry {
   char name[DIST_RPC_MAX_NAME + 1];
-  size_t name_len;
   dist_rpc_fn fn, vjp;
   void *user, *vjp_user;
 } dist__rpc_fn_entry;
@@ -276,10 +276,6 @@ static inline int dist__rpc_poll_lock(void) {
   dist__rpc_unlock();
   return 0;
 }
-/* A spinning thread's turn of progress: it keeps the worker lock from one
- * turn to the next (*held), rather than a compare-and-swap and an exchange
- * each turn, and gives it up as soon as another thread waits for it (wwant).
- * dist__rpc_poll_release gives it up at the end of the spin. */
 /* A turn that found nothing ends with one spin-wait hint: the core's other
  * hardware thread (on this VM, perhaps the peer process that is answering)
  * gets the execution units meanwhile. One `pause` saved 6-8 ns a round
@@ -291,6 +287,10 @@ static inline void dist__rpc_cpu_relax(void) {
   __asm__ volatile("yield");
 #endif
 }
+/* A spinning thread's turn of progress: it keeps the worker lock from one
+ * turn to the next (*held), rather than a compare-and-swap and an exchange
+ * each turn, and gives it up as soon as another thread waits for it (wwant).
+ * dist__rpc_poll_release gives it up at the end of the spin. */
 static inline void dist__rpc_poll_turn(int *held) {
   if (!*held && !(*held = dist__rpc_poll_lock())) return;
   if (!dist__rpc_progress()) dist__rpc_cpu_relax();
@@ -396,11 +396,11 @@ void dist__rpc_cache_flush(void);
  * only appended and never move). Its VJP may be set later: read it with
  * dist__rpc_entry_vjp. */
 dist_status dist__rpc_lookup(const char *name, size_t len, const dist__rpc_fn_entry **out);
-/* A name's index in the registry (-1: none), the entry at an index (NULL:
- * none), and the hash of the first DIST__RPC_TINY_FNS names in order
+/* A name's index in the registry (-1: none), the entry at an index with
+ * its name's length (NULL: none), and the hash of the first DIST__RPC_TINY_FNS names in order
  * (*count: how many) that dist_rpc_init agrees on for tiny calls. */
 int dist__rpc_fn_index(const char *name, size_t len);
-const dist__rpc_fn_entry *dist__rpc_entry_at(int i);
+const dist__rpc_fn_entry *dist__rpc_entry_at(int i, size_t *name_len);
 uint64_t dist__rpc_registry_order(int *count);
 static inline dist_rpc_fn dist__rpc_entry_vjp(const dist__rpc_fn_entry *e) {
   return __atomic_load_n(&e->vjp, __ATOMIC_ACQUIRE); /* its user was stored before it */

@@ -61,11 +61,10 @@ static dist_status decode_tiny(dist__rpc_job *j, dist__rpc_msg *m, const dist__r
   /* Any index below the registry's count names the same function here as
    * on the caller: it sends tiny calls only after dist_rpc_init agreed on
    * the order (engine.c). */
-  if (th.kind != DIST__RPC_REQUEST || !(*e = dist__rpc_entry_at(th.fn)))
+  if (th.kind != DIST__RPC_REQUEST || !(*e = dist__rpc_entry_at(th.fn, &m->name_len)))
     return dist__error(DIST_ERR_CORRUPT, "remote call: a tiny request for function index %d (kind %d)", th.fn,
                        (int)th.kind);
   m->name = (*e)->name;
-  m->name_len = (*e)->name_len;
   m->ntensors = th.ntensors;
   return DIST_SUCCESS;
 }
@@ -146,24 +145,20 @@ void dist__rpc_enqueue(const dist__rpc_header *h, void *body, size_t len) {
 }
 
 void dist__rpc_enqueue_copy(const dist__rpc_header *h, const void *data, size_t len, int tiny) {
+  /* The polling executor runs what it received itself next (push), in its
+   * thread's own job rather than one from the cache. */
   dist__rpc_thread *me = &dist__rpc_me;
-  if (me->polling && !me->handed) { /* the polling executor's own, run next: its thread's job (push) */
-    dist__rpc_job *j = &me->own_job;
-    j->h = *h;
-    j->tiny = tiny;
-    if (len) memcpy(j->inline_body, data, len);
-    j->body = j->inline_body;
-    j->len = len;
-    me->handed = j;
-    return;
-  }
-  dist__rpc_job *j = job_new(h);
+  int own = me->polling && !me->handed;
+  dist__rpc_job *j = own ? &me->own_job : job_new(h);
   if (!j) return;
+  j->h = *h;
+  j->next = NULL;
   j->tiny = tiny;
   if (len) memcpy(j->inline_body, data, len);
   j->body = j->inline_body;
   j->len = len;
-  push(j);
+  if (own) me->handed = j;
+  else push(j);
 }
 
 /* The executor that polls the worker keeps a request it received itself
