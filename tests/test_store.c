@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -274,6 +275,46 @@ static void test_connection_limit(void) {
   dist__store_server_stop(s);
 }
 
+/* Probing MASTER_PORT (is PyTorch serving it?) must never accept a
+ * connection: a rank that reached the probe's socket would see its requests
+ * reset when the probe closes it (seen as a rare rendezvous failure when a
+ * rank reconnected while rank 0 probed). A thread connects in a tight loop
+ * while the port is probed; then a real server must read as taken. */
+static atomic_int probing;
+static void *hammer(void *arg) {
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)*(int *)arg)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  long accepted = 0;
+  while (atomic_load(&probing)) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) continue;
+    if (!connect(fd, (struct sockaddr *)&a, sizeof a)) accepted++;
+    close(fd);
+  }
+  return (void *)accepted;
+}
+
+static void test_port_probe(void) {
+  int fd = -1, port = 0;
+  ASSERT_OK(dist__net_listen(0, &fd, &port));
+  close(fd);
+  pthread_t t;
+  atomic_store(&probing, 1);
+  CU_ASSERT_FATAL(!pthread_create(&t, NULL, hammer, &port));
+  int taken = 0;
+  double end = dist__net_now() + 1.0;
+  for (int i = 0; i < 200000 && dist__net_now() < end; i++) taken += dist__net_port_taken(port);
+  atomic_store(&probing, 0);
+  void *accepted;
+  pthread_join(t, &accepted);
+  CU_ASSERT_EQUAL(taken, 0);
+  CU_ASSERT_EQUAL((long)accepted, 0);
+  dist__store_server *s = start(DIST__STORE_TORCH22, 30, 8);
+  if (!s) return;
+  CU_ASSERT(dist__net_port_taken(dist__store_server_port(s)));
+  dist__store_server_stop(s);
+}
+
 /* No server: the connect gives up at its deadline with a message naming the
  * address; bad arguments are errors, not crashes. */
 static void test_client_errors(void) {
@@ -369,6 +410,7 @@ static CU_TestInfo tests[] = {
     {"VALIDATE first (torch >= 2.2)", test_validate},
     {"connection limit", test_connection_limit},
     {"client errors", test_client_errors},
+    {"probing a port accepts no connection", test_port_probe},
     CU_TEST_INFO_NULL,
 };
 

@@ -41,8 +41,9 @@ void dist__net_peer_name(const struct sockaddr_storage *a, char *out, size_t n) 
   snprintf(out, n, "%s port %d", host, port);
 }
 
-/* One listening socket of `family` on `port`; -1 and errno on failure. */
-static int listen_on(int family, int port) {
+/* One socket of `family` bound to `port`, listening if `listening`; -1 and
+ * errno on failure. */
+static int bind_on(int family, int port, int listening) {
   int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
   int one = 1, zero = 0;
@@ -64,7 +65,7 @@ static int listen_on(int family, int port) {
     v4->sin_port = htons((uint16_t)port);
     al = sizeof *v4;
   }
-  if (bind(fd, (struct sockaddr *)&a, al) || listen(fd, 1024)) {
+  if (bind(fd, (struct sockaddr *)&a, al) || (listening && listen(fd, 1024))) {
     int e = errno;
     close(fd);
     errno = e;
@@ -74,8 +75,8 @@ static int listen_on(int family, int port) {
 }
 
 dist_status dist__net_listen(int port, int *fd, int *bound) {
-  *fd = listen_on(AF_INET6, port);
-  if (*fd < 0 && errno != EADDRINUSE) *fd = listen_on(AF_INET, port); /* a host without IPv6 */
+  *fd = bind_on(AF_INET6, port, 1);
+  if (*fd < 0 && errno != EADDRINUSE) *fd = bind_on(AF_INET, port, 1); /* a host without IPv6 */
   if (*fd < 0)
     return dist__error(DIST_ERR_IO, "store: cannot listen on port %d: %s%s", port, strerror(errno),
                        errno == EADDRINUSE ? " (another process holds it: torchrun's agent store, an earlier job, or a PyTorch program of this job serving "
@@ -89,9 +90,12 @@ dist_status dist__net_listen(int port, int *fd, int *bound) {
   return DIST_SUCCESS;
 }
 
+/* bind() alone meets a listener's EADDRINUSE (SO_REUSEADDR does not lift
+ * that); listening too would, for a moment, accept a rank that is
+ * reconnecting, and reset it on close. */
 int dist__net_port_taken(int port) {
-  int fd = listen_on(AF_INET6, port);
-  if (fd < 0 && errno != EADDRINUSE) fd = listen_on(AF_INET, port);
+  int fd = bind_on(AF_INET6, port, 0);
+  if (fd < 0 && errno != EADDRINUSE) fd = bind_on(AF_INET, port, 0);
   if (fd >= 0) close(fd);
   return fd < 0 && errno == EADDRINUSE;
 }
