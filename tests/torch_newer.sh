@@ -58,6 +58,8 @@ expect "torchrun_coll under torchrun $version, 1 process, DIST_HOST_ENGINE=gloo"
 share=$B/tests/.libs/torch_share.so
 if grep -q -- "-fsanitize" "$B/config.log" 2>/dev/null; then
   echo "skip torch.distributed + distmgr in one process: a sanitized build"
+elif [ ! -f "$share" ]; then
+  echo "skip torch.distributed + distmgr in one process: $share not built (--disable-shared)"
 else
   expect "torch $version and distmgr in one process, --standalone, 2 processes (PyTorch's store)" 2 \
     torchrun --standalone --nproc_per_node=2 "$here/torch_share.py" "$share"

@@ -10,11 +10,13 @@
 # itself always takes port 29400, which parallel tests (make -j) would share.
 # There rank 0 serves distmgr's store. TORCHRUN_LAUNCH_RDZV=static takes the
 # static rendezvous instead, where torchrun's agent serves it.
+# TORCHRUN_PYTHON: the Python whose torch launches (default /usr/bin/python3,
+# Debian's; a GPU machine's own, e.g. tests/gpu/run.sh's torchrun mode).
 # Exit status: 0 when every process exited 0; 77 (automake's SKIP) when the
 # processes skipped (exited 77, or were ended by the agent after one did:
 # torchrun only says "failed"); otherwise torchrun's, non-zero.
 set -u
-py=/usr/bin/python3
+py=${TORCHRUN_PYTHON:-/usr/bin/python3}
 here=$(cd "$(dirname "$0")" && pwd)
 
 if [ "${1:-}" = --worker ]; then
@@ -39,7 +41,7 @@ fi
 case ${1:-} in ''|*[!0-9]*) echo "usage: $0 N PROG [ARG...]" >&2; exit 2 ;; esac
 n=$1
 shift
-if ! "$py" -c "import torch.distributed.run" 2>/dev/null; then
+if ! version=$("$py" -c "import torch, torch.distributed.run; print(torch.__version__)" 2>/dev/null); then
   echo "torchrun-launch: no torch for $py (apt-get install python3-torch)" >&2
   exit 99
 fi
@@ -57,7 +59,12 @@ case ${TORCHRUN_LAUNCH_RDZV:-c10d} in
 esac
 # "--": PROG's flags are its own (torchrun's parser would take "--n" for an
 # ambiguous abbreviation of its --nnodes, --nproc_per_node, ... and stop).
-"$py" "$here/slurm/torchrun.py" --nnodes=1 --nproc_per_node="$n" $rdzv --monitor_interval=0.2 \
+# torch 1.x: through tests/slurm/torchrun.py (above); newer torch's CLI works.
+case $version in
+  1.*) run="$here/slurm/torchrun.py" ;;
+  *) run="-m torch.distributed.run" ;;
+esac
+"$py" $run --nnodes=1 --nproc_per_node="$n" $rdzv --monitor_interval=0.2 \
   --no_python -- /bin/sh "$here/torchrun-launch.sh" --worker "$dir" "$@"
 rc=$?
 [ $rc -eq 0 ] && exit 0

@@ -21,7 +21,8 @@ for p in $progs; do
   mkdir -p "$out/build/$(dirname "$p")"
   cp "$build/$p" "$out/build/$p"
 done
-cp "$src/tests/mpi-launch.sh" "$out/build/tests/"
+cp "$src/tests/mpi-launch.sh" "$src/tests/torchrun-launch.sh" "$out/build/tests/"
+install -D -m 644 "$src/tests/slurm/torchrun.py" "$out/build/tests/slurm/torchrun.py" # not a program: strip skips it
 # make check's TESTS, as this build's Makefile lists them.
 printf 'print-tests:\n\t@echo $(TESTS)\n' | make -s -C "$build" -f Makefile -f - print-tests >"$out/tests.list"
 

@@ -1,6 +1,9 @@
 #!/bin/bash
 # On a GPU machine without MPI, from a folder made by tests/gpu/pack.sh:
 #   run.sh DIR check [REGEX]      make check's tests (those matching REGEX)
+#   run.sh DIR torchrun [REGEX]   the device tests under this machine's torchrun,
+#                                 no MPI: Gloo for host memory, NCCL's id
+#                                 through the rendezvous store
 #   run.sh DIR sanitize TOOL...   the CUDA tests at 1 and 2 ranks under compute-sanitizer
 #   run.sh DIR exec CMD...        any command in the prepared environment
 # Installs the packed sysroot without replacing any file the machine has, finds
@@ -55,12 +58,21 @@ san_counts() {
 pack_logs() { tar -czf "$out/logs.tar.gz" -C "$out" --exclude=logs.tar.gz . 2>/dev/null; }
 trap pack_logs EXIT
 
+# check_tests REGEX: make check's tests matching REGEX, in parallel; a summary line.
+check_tests() {
+  tr ' ' '\n' <"$dir/tests.list" | grep -E "$1" | xargs -P "${JOBS:-6}" -I{} bash -c 'one_test {}' |
+    sort -k2 | tee "$out/summary.txt"
+  echo "$mode: $(grep -c ^PASS "$out/summary.txt") passed, $(grep -c ^FAIL "$out/summary.txt") failed, $(grep -c ^SKIP "$out/summary.txt") skipped"
+}
+
 case $mode in
-  check)
-    re=${1:-.}
-    tr ' ' '\n' <"$dir/tests.list" | grep -E "$re" | xargs -P "${JOBS:-6}" -I{} bash -c 'one_test {}' |
-      sort -k2 | tee "$out/summary.txt"
-    echo "check: $(grep -c ^PASS "$out/summary.txt") passed, $(grep -c ^FAIL "$out/summary.txt") failed, $(grep -c ^SKIP "$out/summary.txt") skipped"
+  check) check_tests "${1:-.}" ;;
+  torchrun)
+    # The multi-rank suites that touch device memory, each process started by
+    # torchrun (tests/torchrun-launch.sh, --standalone) with the Python that
+    # holds this machine's torch; DIST_HOST_ENGINE=gloo there.
+    export LAUNCHER="sh tests/torchrun-launch.sh" TORCHRUN_PYTHON=${TORCHRUN_PYTHON:-$(command -v python3)}
+    check_tests "${1:-(cuda|staged|ddp|dpo|daso|afno).*[.]mpi$}"
     ;;
   sanitize)
     for tool in "$@"; do
