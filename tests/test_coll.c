@@ -29,6 +29,7 @@
 #include <distmgr.h>
 #include <math.h>
 #include <mpi.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -1264,6 +1265,33 @@ static void test_errors_overflow_ranks(void) {
   EXPECT_ERR(dist_all_to_all_v(NULL, &one, &one, 0, ss, rs), INV, NONE, "recv_sizes", "overflow");
 }
 
+/* An all-to-all whose counts exceed the engine's (an MPI int) on one rank
+ * only: each rank's counts are its own, so the check round must carry the
+ * refusal, else the others would wait in MPI_Alltoallv for rank 0. Rank 0
+ * keeps 2^31 one-byte slices to itself, every other rank one; the tensors
+ * claim those extents over a small buffer, which nothing may touch. Both
+ * paths that run the round before the data: a chunk layout that is packed
+ * (dim 1), and the non-blocking call. Gloo's counts are size_t: not here. */
+static void test_errors_engine_count(void) {
+  const char *engine = NULL;
+  ASSERT_OK(dist_coll_backend(NULL, DIST_MEM_HOST, &engine));
+  if (!engine || strcmp(engine, "mpi")) {
+    if (R == 0) printf("%s: engine count limit: none on %s, nothing to check\n", PROGRAM, engine ? engine : "?");
+    return;
+  }
+  static uint8_t bytes[64];
+  int64_t mine = R == 0 ? (int64_t)INT_MAX + 1 : 1, ss[64] = {0};
+  ss[R] = mine;
+  const char *says = R == 0 ? "has 4294967296 elements" : "rank 0";
+  dist_tensor t = dist_tensor_host(bytes, DIST_U8, 2, (int64_t[2]){2, mine});
+  EXPECT_ERR(dist_all_to_all_v(NULL, &t, &t, 1, ss, ss), DIST_ERR_UNSUPPORTED, NONE, says, NULL);
+  t = dist_tensor_host(bytes, DIST_U8, 1, &mine);
+  dist_request *req = NULL;
+  if (R == 0) says = "has 2147483648 elements";
+  EXPECT_ERR(dist_all_to_all_v_start(NULL, &t, &t, 0, ss, ss, &req), DIST_ERR_UNSUPPORTED, NONE, says, NULL);
+  CU_ASSERT_PTR_NULL(req);
+}
+
 /* The 16-bit conversions the references rely on, at known bit patterns. */
 static void test_conversions(void) {
   union {
@@ -1450,6 +1478,7 @@ static const coll_case CASES[] = {
     {"errors",        "one rank differs from an all_to_all_v in flight",  test_errors_speculated,    2, MAXW, HOST},
     {"errors",        "sizes that overflow",                              test_errors_overflow,      1, MAXW, HOST},
     {"errors",        "sums over the ranks that overflow",                test_errors_overflow_ranks, 2, MAXW, HOST},
+    {"errors",        "counts beyond the engine's on one rank",           test_errors_engine_count,  2, MAXW, HOST},
 };
 #define NCASES ((int)(sizeof CASES / sizeof CASES[0]))
 

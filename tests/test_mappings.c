@@ -901,6 +901,44 @@ static void test_errors_overflow(void) {
   ASSERT_MSG_HAS(huge_mine ? "'in'" : "cat_sizes");
 }
 
+/* Counts beyond the engine's (an MPI int) on rank 0 only: the exchanges under
+ * the indexed all-to-all and the transpose must refuse on every rank in
+ * their check round, not in MPI on rank 0 alone (the others would wait for
+ * it). Rank 0's tensors claim their extents over a buffer of 1 MiB, which
+ * holds the other ranks' ones. Gloo's counts are size_t: nothing to check
+ * there. */
+static void expect_engine_refusal(dist_status s, const char *call) {
+  if (s != DIST_ERR_UNSUPPORTED) fprintf(stderr, "[%d/%d] %s: status %d (%s)\n", R, W, call, (int)s, dist_last_error());
+  CU_ASSERT_EQUAL(s, DIST_ERR_UNSUPPORTED);
+  ASSERT_MSG_HAS(R == 0 ? "engine takes" : "rank 0");
+  expect_in_step();
+}
+
+static void test_errors_engine_count(void) {
+  const char *engine = NULL;
+  ASSERT_OK(dist_coll_backend(NULL, DIST_MEM_HOST, &engine));
+  if (W == 1 || !engine || strcmp(engine, "mpi")) return;
+  static uint8_t bytes[1 << 20];
+  static int64_t zeros[2048];
+  /* Indexed: rank 0 selects row 0 2048 times from rows of 2^20 bytes (2^31
+   * bytes to itself); the others one row each, to themselves. */
+  int64_t n = R == 0 ? 2048 : 1, sc[MAXW] = {0};
+  sc[R] = n;
+  dist_tensor x = dist_tensor_host(bytes, DIST_U8, 2, (int64_t[2]){1, 1 << 20});
+  dist_tensor out = dist_tensor_host(bytes, DIST_U8, 2, (int64_t[2]){n, 1 << 20});
+  expect_engine_refusal(dist_indexed_all_to_all_v(NULL, &x, 0, zeros, sc, sc, &out), "indexed_all_to_all_v");
+  expect_engine_refusal(dist_indexed_all_to_all_v_backward(NULL, &out, 0, zeros, sc, sc, &x),
+                        "indexed_all_to_all_v_backward");
+  /* Transpose of one row: rank 0 gets it, and holds 2^31 of its columns. */
+  int64_t split[MAXW] = {0}, cat[MAXW];
+  split[0] = 1;
+  for (int r = 0; r < W; r++) cat[r] = r == 0 ? (int64_t)1 << 31 : 1;
+  int64_t total = cat[0] + W - 1;
+  dist_tensor in = dist_tensor_host(bytes, DIST_U8, 2, (int64_t[2]){1, cat[R]});
+  dist_tensor y = dist_tensor_host(bytes, DIST_U8, 2, (int64_t[2]){split[R], total});
+  expect_engine_refusal(dist_distributed_transpose(NULL, &in, 0, 1, split, cat, &y), "distributed_transpose");
+}
+
 /* A bad argument on one rank only: every rank gets an error (no hang), the
  * others' message names the rank; then the ranks are still in step. */
 static void test_errors_one_rank(void) {
@@ -979,6 +1017,7 @@ static CU_TestInfo error_tests[] = {
     {"sizes that overflow", test_errors_overflow},
     {"shapes", test_errors_shapes},
     {"bad on one rank", test_errors_one_rank},
+    {"counts beyond the engine's on one rank", test_errors_engine_count},
     CU_TEST_INFO_NULL};
 
 static CU_SuiteInfo suites[] = {{"adjoint", NULL, NULL, NULL, NULL, adjoint_tests},

@@ -81,6 +81,10 @@ typedef struct dist__backend {
   dist_status (*all_to_all_v_post)(struct dist__spec *spec, dist__group *g, const void *send, const size_t *scounts,
                                    const size_t *sdispls, void *recv, const size_t *rcounts, const size_t *rdispls,
                                    dist_dtype dtype);
+  /* The largest element count or offset one call can take (MPI's are int),
+   * for the checks that must fail on every rank before the data moves (an
+   * all-to-all's counts are each rank's own); NULL: no limit below size_t. */
+  size_t (*max_count)(void);
 } dist__backend;
 
 extern const dist__backend dist__backend_mpi;

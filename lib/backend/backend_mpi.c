@@ -242,7 +242,9 @@ static dist_status all_to_all_v_post(dist__spec *sp, dist__group *g, const void 
   return dist__spec_a2a_post(sp, g, send, sc, sd, recv, rc_, rd, mpi_type(t), dist_dtype_size(t));
 }
 
+static size_t max_count(void) { return INT_MAX; }
+
 const dist__backend dist__backend_mpi = {
     "mpi", can_reduce, all_reduce, broadcast, reduce, all_gather_v, reduce_scatter_v,
-    gather_v, scatter_v, all_to_all_v, barrier, wait, test, NULL, sum16, all_to_all_v_post,
+    gather_v, scatter_v, all_to_all_v, barrier, wait, test, NULL, sum16, all_to_all_v_post, max_count,
 };

@@ -187,7 +187,13 @@ static dist_status test(dist__pending *p, int *done) {
   return DIST_SUCCESS;
 }
 
+/* The data moves through the host engine: its limit. */
+static size_t max_count(void) {
+  const dist__backend *h = dist__backend_host_engine();
+  return h->max_count ? h->max_count() : SIZE_MAX;
+}
+
 const dist__backend dist__backend_staged = {
     "staged", can_reduce, all_reduce, broadcast, reduce, all_gather_v, reduce_scatter_v,
-    gather_v, scatter_v, all_to_all_v, barrier, wait, test, NULL, NULL, NULL,
+    gather_v, scatter_v, all_to_all_v, barrier, wait, test, NULL, NULL, NULL, max_count,
 };

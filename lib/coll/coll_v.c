@@ -412,6 +412,8 @@ static dist_status all_to_all_v(const char *what, const char *group, const dist_
     free(eq);
     return s;
   }
+  if (!s) s = dist__check_engine_count(&c, in, "in");
+  if (!s) s = dist__check_engine_count(&c, out, "out");
   s = dist__call_verify(&c, s);
   int ordered = nb && !s && in->memory == DIST_MEM_CUDA; /* enqueue now, track with an event */
   if (!s) s = dist__all_to_all_dims(&c, in, dim, ss, out, dim, rs, nb && !ordered ? req : NULL);

@@ -104,6 +104,15 @@ dist_status dist__check_same_memory(const dist__call *c, const dist_tensor *a, c
   return DIST_SUCCESS;
 }
 
+dist_status dist__check_engine_count(const dist__call *c, const dist_tensor *t, const char *name) {
+  size_t limit = c->be && c->be->max_count ? c->be->max_count() : SIZE_MAX;
+  int64_t n = dist_tensor_numel(t);
+  if (n >= 0 && (uint64_t)n <= limit) return DIST_SUCCESS;
+  return dist__error(DIST_ERR_UNSUPPORTED,
+                     "%s: '%s' has %lld elements; the %s engine takes element counts and offsets up to %zu per call",
+                     c->what, name, (long long)n, c->be->name, limit);
+}
+
 dist_status dist__check_dim(const dist__call *c, const dist_tensor *t, int dim, const char *name) {
   if (dim < 0 || dim >= t->ndim)
     return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: dim %d is out of range for '%s' with %d dimensions", c->what,

@@ -53,6 +53,10 @@ dist_status dist__check_tensor(const dist__call *c, const dist_tensor *t, const 
 dist_status dist__check_same_memory(const dist__call *c, const dist_tensor *a, const dist_tensor *b);
 dist_status dist__check_dim(const dist__call *c, const dist_tensor *t, int dim, const char *name);
 dist_status dist__check_rank(const dist__call *c, int r, const char *name);
+/* `t`'s elements within c->be's count limit (an MPI int), so that an
+ * all-to-all's counts and offsets, which are each rank's own, fail in the
+ * check round on every rank rather than in the engine on this one. */
+dist_status dist__check_engine_count(const dist__call *c, const dist_tensor *t, const char *name);
 /* Also switches c->be to its fallback when only that one can reduce. */
 dist_status dist__check_op(dist__call *c, dist_dtype t, dist_reduce_op op);
 /* `t` must have shape `ref` except extent `n` along dim. */

@@ -71,7 +71,10 @@ dist_status dist_indexed_all_to_all_v(const char *group, const dist_tensor *in, 
   dist__outer_inner(in, dim, &outer, &inner);
   const int64_t *didx;
   void *owned = NULL;
-  dist_status s = dist__mem_alloc(in->memory, dist_tensor_nbytes(&sel), &sel.data);
+  dist_status s = dist__check_engine_count(&c, &sel, "the selected rows");
+  if (!s) s = dist__check_engine_count(&c, out, "out");
+  sel.data = NULL;
+  if (!s) s = dist__mem_alloc(in->memory, dist_tensor_nbytes(&sel), &sel.data);
   if (!s) s = indices_in(in->memory, indices, nsend, &didx, &owned);
   if (!s)
     s = dist__mem_index_select(in->memory, sel.data, in->data, dist_dtype_size(in->dtype), outer, in->shape[dim],
@@ -102,7 +105,10 @@ dist_status dist_indexed_all_to_all_v_backward(const char *group, const dist_ten
   int is16 = dist__dtype_is16(grad_in->dtype); /* accumulate in f32 */
   const int64_t *didx;
   void *owned = NULL, *acc = grad_in->data, *addend;
-  dist_status s = dist__call_ready(&c, dist__post_alloc(&scratch, dist_tensor_nbytes(&back), &back.data));
+  dist_status s = dist__check_engine_count(&c, grad_out, "grad_out");
+  if (!s) s = dist__check_engine_count(&c, &back, "grad_in's rows sent");
+  if (!s) s = dist__post_alloc(&scratch, dist_tensor_nbytes(&back), &back.data);
+  s = dist__call_ready(&c, s);
   if (!s) s = dist__all_to_all_dims(&c, grad_out, dim, recv_counts, &back, dim, send_counts, NULL);
   addend = back.data;
   if (!s && is16) { /* accumulate duplicates in f32, round once */
@@ -170,6 +176,8 @@ static dist_status transpose(const char *what, const char *group, const dist_ten
     dist__sig_sizes(&c, sp);
     if (cat) dist__sig_sizes(&c, cat);
   }
+  if (!s) s = dist__check_engine_count(&c, x, xn);
+  if (!s) s = dist__check_engine_count(&c, y, yn);
   s = dist__call_verify(&c, s);
   if (!s && forward) s = dist__all_to_all_dims(&c, x, dim0, sp, (dist_tensor *)y, dim1, ct, NULL);
   if (!s && !forward) s = dist__all_to_all_dims(&c, y, dim1, ct, (dist_tensor *)x, dim0, sp, NULL);
