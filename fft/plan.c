@@ -157,12 +157,15 @@ static dist_status build(dist_fft_plan *p, const dist__call *c) {
   if (p->layout == DIST_FFT_OUT_SAME) t_alloc = p->t_elems;
   p->workspace = cs * (p->a_elems + w_elems + t_alloc);
   dist_status s = DIST_SUCCESS;
-  /* MPI counts are ints: refuse here, agreed, rather than in the middle of a transform. */
-  for (int r = 0; r < p->P && p->P > 1 && strcmp(c->be->name, "nccl") != 0; r++)
-    if (p->send_displs[r] + p->send_counts[r] > INT_MAX || p->recv_displs[r] + p->recv_counts[r] > INT_MAX) {
+  /* The engine's count limit (MPI's int): refuse here, agreed, rather than
+   * in the middle of a transform. */
+  size_t limit = c->be->max_count ? c->be->max_count() : SIZE_MAX;
+  for (int r = 0; r < p->P && p->P > 1; r++)
+    if (p->send_displs[r] + p->send_counts[r] > limit || p->recv_displs[r] + p->recv_counts[r] > limit) {
       s = dist__error(DIST_ERR_UNSUPPORTED,
-                      WHAT ": the exchange on this rank spans more than 2^31-1 complex elements, beyond MPI's int "
-                      "counts; use more ranks");
+                      WHAT ": the exchange on this rank spans more than %zu complex elements, beyond the %s engine's "
+                      "counts; use more ranks",
+                      limit, c->be->name);
       break;
     }
 #ifdef HAVE_CUFFT

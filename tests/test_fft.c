@@ -1030,6 +1030,15 @@ static void test_errors_create(void) {
     dist_fft_plan_destroy(p);
   }
   EXPECT_IN_STEP();
+  /* An exchange whose offsets pass MPI's int counts (about 2^31 + 2^16
+   * complex elements a rank): refused at creation on every rank, before any
+   * scratch is taken; a rank whose own offsets fit names the one that
+   * failed. (Gloo counts in size_t.) */
+  const char *engine = NULL;
+  if (W > 1 && !dist_coll_backend(NULL, HOST, &engine) && !strcmp(engine, "mpi")) {
+    const int64_t huge[2] = {(int64_t)W << 16, ((int64_t)1 << 15) + 1};
+    EXPECT_CREATE_ERROR(DIST_ERR_UNSUPPORTED, "mpi engine|on rank 0", DIST_FFT_C2C, DIST_F32, HOST, 2, huge, 2, NULL);
+  }
 }
 
 static void test_errors_group(void) {
