@@ -1340,6 +1340,39 @@ static void test_errors_malformed_word(void) {
   CU_ASSERT_PTR_NULL(dist__fault_site);
 }
 
+/* Rank 1's scratch allocation fails (a test fault site in dist__mem_alloc)
+ * in each call that takes scratch before moving data: every rank returns an
+ * error, none waits for rank 1 in the engine, and the group still works. */
+static void test_errors_scratch_alloc(void) {
+  float x[64] = {0}, y[256] = {0};
+  uint16_t h[64] = {0};
+  int64_t S[64];
+  for (int r = 0; r < W; r++) S[r] = 1;
+  dist_tensor in = dist_tensor_host(x, DIST_F32, 2, (int64_t[2]){2, 1});       /* dim 1: packed */
+  dist_tensor all = dist_tensor_host(y, DIST_F32, 2, (int64_t[2]){2, W});
+  dist_tensor a2a = dist_tensor_host(x, DIST_F32, 2, (int64_t[2]){2, W});
+  dist_tensor a2a_out = dist_tensor_host(y, DIST_F32, 2, (int64_t[2]){2, W});
+  dist_tensor half = dist_tensor_host(h, DIST_BF16, 1, (int64_t[1]){8});     /* reduced in f32 */
+  dist_tensor list[2] = {dist_tensor_host(x, DIST_F32, 1, (int64_t[1]){4}), dist_tensor_host(x + 4, DIST_F32, 1, (int64_t[1]){4})};
+  const char *says = R == 1 ? "injected fault (mem_alloc)" : "rank 1";
+#define ON_RANK_1(call)                                        \
+  do {                                                         \
+    if (R == 1) dist__fault_site = "mem_alloc";                \
+    EXPECT_ERR(call, DIST_ERR_NO_MEMORY, NONE, says, NULL);    \
+    CU_ASSERT_PTR_NULL(dist__fault_site);                      \
+    dist__fault_site = NULL;                                   \
+  } while (0)
+  ON_RANK_1(dist_all_reduce_fused(NULL, list, 2, DIST_SUM));
+  ON_RANK_1(dist_all_reduce(NULL, &half, DIST_SUM));
+  ON_RANK_1(dist_all_gather_v(NULL, &in, &all, 1, S));
+  ON_RANK_1(dist_all_to_all_v(NULL, &a2a, &a2a_out, 1, S, S));
+  ON_RANK_1(dist_gather_v(NULL, &in, &all, 1, S, 1));  /* rank 1 receives: unpacks through scratch */
+  ON_RANK_1(dist_scatter_v(NULL, &all, &in, 1, S, 1)); /* rank 1 sends: packs through scratch */
+  dist_tensor hw = dist_tensor_host(h, DIST_BF16, 1, (int64_t[1]){W}), hmine = dist_tensor_host(h, DIST_BF16, 1, (int64_t[1]){1});
+  ON_RANK_1(dist_reduce_scatter_v(NULL, &hw, &hmine, 0, S, DIST_SUM));
+#undef ON_RANK_1
+}
+
 /* Many tensors whose counts each fit but whose sum does not: an error, not
  * a wrapped buffer size (16 x (2^60 - 1) + 17 u8 elements wrap to 1). */
 static void test_errors_fused_overflow(void) {
@@ -1479,6 +1512,7 @@ static const coll_case CASES[] = {
     {"errors",        "sizes that overflow",                              test_errors_overflow,      1, MAXW, HOST},
     {"errors",        "sums over the ranks that overflow",                test_errors_overflow_ranks, 2, MAXW, HOST},
     {"errors",        "counts beyond the engine's on one rank",           test_errors_engine_count,  2, MAXW, HOST},
+    {"errors",        "a scratch allocation fails on one rank",           test_errors_scratch_alloc, 2, MAXW, HOST},
 };
 #define NCASES ((int)(sizeof CASES / sizeof CASES[0]))
 

@@ -27,9 +27,8 @@ static dist_status reduce_kind(dist__call *c, dist_tensor *ts, int n, dist_dtype
   for (int i = 0; i < n; i++)
     if (wire_type(ts[i].dtype) == w && ts[i].memory == mem) total += (size_t)dist_tensor_numel(&ts[i]);
   if (!total) return DIST_SUCCESS;
-  char *buf;
-  DIST_CHECK(dist__mem_alloc(mem, total * esize, (void **)&buf));
-  dist_status s = DIST_SUCCESS;
+  char *buf = NULL; /* a failed allocation goes to the round below: the others must not wait */
+  dist_status s = dist__mem_alloc(mem, total * esize, (void **)&buf);
   size_t off = 0;
   for (int i = 0; i < n && !s; i++)
     if (wire_type(ts[i].dtype) == w && ts[i].memory == mem) {

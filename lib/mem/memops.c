@@ -1,12 +1,19 @@
 /* Memory operations: the arguments are checked here, once for every memory
  * space, and the work goes to that space's table (memops.h). */
+#include "core/fault.h"
 #include "mem/memops.h"
 
 static inline const dist__mem_ops *ops(dist_memory mem) {
   return mem == DIST_MEM_HOST ? &dist__mem_host : &dist__mem_cuda;
 }
 
-dist_status dist__mem_alloc(dist_memory mem, size_t bytes, void **p) { return ops(mem)->alloc(bytes ? bytes : 1, p); }
+dist_status dist__mem_alloc(dist_memory mem, size_t bytes, void **p) {
+  if (dist__fault("mem_alloc")) { /* tests: one rank's scratch allocation fails */
+    *p = NULL;
+    return dist__error(DIST_ERR_NO_MEMORY, "injected fault (mem_alloc): %zu bytes", bytes);
+  }
+  return ops(mem)->alloc(bytes ? bytes : 1, p);
+}
 
 void dist__mem_free(dist_memory mem, void *p) {
   if (p) ops(mem)->free(p);
