@@ -1207,10 +1207,16 @@ static void test_options_mismatch(void) {
     else CALL_FAILS(dist_ddp_create(r.p, &o, &d), DIST_ERR_MISMATCH, "different options", "options differ on one rank");
     dist_ddp_destroy(d);
   }
-  /* bad options: the same everywhere, an error naming the option */
+  /* NULL out on the last rank only: an error on every rank (the others are
+   * not left waiting in the creation's agreement), naming it elsewhere. */
   dist_ddp_options o = small_caps();
-  o.bucket_bytes = 0;
   dist_ddp *d = NULL;
+  if (W > 1)
+    CALL_FAILS(dist_ddp_create(r.p, &o, R == W - 1 ? NULL : &d), DIST_ERR_INVALID_ARGUMENT,
+               R == W - 1 ? "out is NULL" : "rank", "NULL out on one rank");
+  CU_ASSERT_PTR_NULL(d);
+  /* bad options: the same everywhere, an error naming the option */
+  o.bucket_bytes = 0;
   CALL_FAILS(dist_ddp_create(r.p, &o, &d), DIST_ERR_INVALID_ARGUMENT, "bucket_bytes", "bucket_bytes = 0");
   o = small_caps();
   o.rebuild_buckets = 2;

@@ -469,6 +469,9 @@ static void test_create_errors(void) {
   dist_dpo *d = (dist_dpo *)&f; /* must stay untouched on failure */
   CALL_FAILS(dist_dpo_create(NULL, 1, &d), DIST_ERR_INVALID_ARGUMENT, "optimizer");
   CALL_FAILS(dist_dpo_create(f.o, 1, NULL), DIST_ERR_INVALID_ARGUMENT, "out");
+  /* NULL out on rank 0 only: every rank fails (none waits in the agreement). */
+  if (W > 1) CALL_FAILS(dist_dpo_create(f.o, 1, R == 0 ? NULL : &d), DIST_ERR_INVALID_ARGUMENT, R == 0 ? "out is NULL" : "rank 0");
+  CHECK(d == (dist_dpo *)&f);
   CALL_FAILS(dist_dpo_create(f.o, 2, &d), DIST_ERR_INVALID_ARGUMENT, "blocking = 2");
   CHECK(d == (dist_dpo *)&f);
   if (W > 1) { /* one rank differs: every rank fails, nobody hangs */

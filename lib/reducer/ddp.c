@@ -51,7 +51,6 @@ static void free_ddp(dist_ddp *d) {
 
 dist_status dist_ddp_create(dist_params *p, const dist_ddp_options *o, dist_ddp **out) {
   const char *what = "dist_ddp_create";
-  if (!out) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: out is NULL", what);
   DIST_CHECK(dist__params_check(p, what));
   /* An unreadable struct fails here, before any collective, as an unknown group does below. */
   dist_ddp_options opt;
@@ -61,8 +60,18 @@ dist_status dist_ddp_create(dist_params *p, const dist_ddp_options *o, dist_ddp 
   dist_status s = dist__group_find(opt.group ? opt.group : p->group, &g);
   if (s) return dist__error_context(s, "%s", what);
   if (g->rank < 0) return dist__error(DIST_ERR_NOT_MEMBER, "%s: this rank is not in group '%s'", what, g->name);
+  /* From here on every failure goes into the agreement below: a rank that
+   * returned early (a NULL out on one rank, or no memory for the reducer)
+   * would leave the others waiting in it. */
   dist_ddp *d = calloc(1, sizeof *d);
-  if (!d) return dist__error(DIST_ERR_NO_MEMORY, "%s", what);
+  if (!d) {
+    char why[256];
+    snprintf(why, sizeof why, "%s: the reducer's state: out of memory", what);
+    int differs;
+    (void)dist__agree_status_hash_group(g, dist__error(DIST_ERR_NO_MEMORY, "%s", why), options_hash(&opt, opt.hook != NULL),
+                                        what, &differs);
+    return dist__error(DIST_ERR_NO_MEMORY, "%s", why);
+  }
   d->p = p;
   d->g = g;
   d->o = opt;
@@ -71,6 +80,7 @@ dist_status dist_ddp_create(dist_params *p, const dist_ddp_options *o, dist_ddp 
   dist__progress_init(&d->prog);
   if (opt.hook) d->hook = *opt.hook, d->has_hook = 1;
   s = check_options(&opt, p);
+  if (!s && !out) s = dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: out is NULL", what);
   if (!s) {
     d->orig_grad = calloc((size_t)p->n + 1, sizeof *d->orig_grad);
     d->marked = calloc((size_t)p->n + 1, 1);

@@ -47,7 +47,7 @@ static void free_dpo(dist_dpo *d) {
 
 dist_status dist_dpo_create(dist_optim *opt, int blocking, dist_dpo **out) {
   const char *what = "dist_dpo_create";
-  if (!out || !opt) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: %s is NULL", what, out ? "optimizer" : "out");
+  if (!opt) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: optimizer is NULL", what);
   dist_params *p = dist_optim_params(opt);
   DIST_CHECK(dist__params_check(p, what));
   dist__group *g;
@@ -57,6 +57,7 @@ dist_status dist_dpo_create(dist_optim *opt, int blocking, dist_dpo **out) {
   dist_status s = (blocking == 0 || blocking == 1)
                       ? DIST_SUCCESS
                       : dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: blocking = %d must be 0 or 1", what, blocking);
+  if (!s && !out) s = dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: out is NULL", what);
   int n = p->n;
   dist_dpo *d = calloc(1, sizeof *d);
   if (d) {
