@@ -537,6 +537,36 @@ static void test_commit_broadcast(void) {
   mlp_free(&mine), mlp_free(&zero_);
 }
 
+/* dist_params_broadcast from the last rank: every rank then holds its
+ * values. A root that differs between ranks, or is out of range on one, and
+ * dist_params_max_divergence with a NULL out on one rank: an error on every
+ * rank (they were hangs), and the set still works after each. */
+static void test_params_broadcast(void) {
+  rig r;
+  if (!rig_open(&r, NULL)) {
+    rig_close(&r);
+    return;
+  }
+  const int last = W - 1;
+  r.m.w[W1][0] = 1.5f + (float)R; /* rank `last` holds 1.5 + last */
+  CALL_OK(dist_params_broadcast(r.p, last), "dist_params_broadcast from the last rank");
+  CU_ASSERT_EQUAL(r.m.w[W1][0], 1.5f + (float)last);
+  double div = -1;
+  CALL_OK(dist_params_max_divergence(r.p, &div), "dist_params_max_divergence");
+  CU_ASSERT_EQUAL(div, 0.0);
+  if (W > 1) {
+    CALL_FAILS(dist_params_broadcast(r.p, R == 0 ? 1 : 0), DIST_ERR_MISMATCH, NULL, "roots differ");
+    CALL_FAILS(dist_params_broadcast(r.p, R == last ? W : 0), DIST_ERR_INVALID_ARGUMENT, R == last ? "root" : "rank",
+               "root out of range on one rank");
+    CALL_FAILS(dist_params_max_divergence(r.p, R == last ? NULL : &div), DIST_ERR_INVALID_ARGUMENT,
+               R == last ? "out is NULL" : "rank", "NULL out on one rank");
+  }
+  CALL_FAILS(dist_params_broadcast(r.p, -1), DIST_ERR_INVALID_ARGUMENT, "root", "root -1 everywhere");
+  CALL_OK(dist_params_broadcast(r.p, 0), "dist_params_broadcast after the errors");
+  CU_ASSERT_EQUAL(r.m.w[W1][0], 1.5f + (float)last);
+  rig_close(&r);
+}
+
 /* Rank 1 registers something else: every rank fails and names the parameter. */
 static void commit_mismatch(int kind, const char *name) {
   mlp m = mlp_new(INIT_SEED);
@@ -1286,6 +1316,7 @@ static void test_options_struct_size(void) {
 }
 
 static CU_TestInfo param_tests[] = {{"commit broadcasts rank 0's values", test_commit_broadcast},
+                                    {"broadcast, bad roots, max_divergence on one rank", test_params_broadcast},
                                     {"commit: a size differs", test_commit_size},
                                     {"commit: a dtype differs", test_commit_dtype},
                                     {"commit: the count differs", test_commit_count},

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "manager/coll_call.h"
 #include "mem/memops.h"
 #include "optim/params_internal.h"
 
@@ -90,6 +91,16 @@ typedef struct {
 } shape_rec;
 
 static shape_rec rec_of(const dist__param *q) { return (shape_rec){q->numel, (int32_t)q->dtype, (int32_t)q->memory}; }
+
+/* The count and every parameter's shape_rec, hashed. */
+static uint64_t shapes_hash(const dist_params *p) {
+  uint64_t h = dist__hash(DIST__HASH_SEED, &p->n, sizeof p->n);
+  for (int i = 0; i < p->n; i++) {
+    shape_rec r = rec_of(&p->p[i]);
+    h = dist__hash(h, &r, sizeof r);
+  }
+  return h;
+}
 
 static void describe(const shape_rec *r, char *buf, size_t n) {
   snprintf(buf, n, "%s[%lld] %s", dist_dtype_name((dist_dtype)r->dtype), (long long)r->numel,
@@ -178,27 +189,27 @@ dist_status dist_params_commit(dist_params *p) {
   dist__group *g;
   DIST_CHECK(dist__params_group(p, what, &g));
   dist_status local = p->committed ? dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: already committed", what) : DIST_SUCCESS;
-  uint64_t h = dist__hash(DIST__HASH_SEED, &p->n, sizeof p->n);
-  for (int i = 0; i < p->n; i++) {
-    shape_rec r = rec_of(&p->p[i]);
-    h = dist__hash(h, &r, sizeof r);
-  }
   int differs;
-  dist_status s = dist__agree_status_hash_group(g, local, h, what, &differs);
+  dist_status s = dist__agree_status_hash_group(g, local, shapes_hash(p), what, &differs);
   if (differs) return name_mismatch(p, g);
   DIST_CHECK(s);
   p->committed = 1;
   return dist_params_broadcast(p, 0);
 }
 
+/* A checked call, as coll.h's broadcast: a root that differs between ranks,
+ * or is bad on one of them, is an error on every rank, not a hang. */
 dist_status dist_params_broadcast(dist_params *p, int root) {
   const char *what = "dist_params_broadcast";
   DIST_CHECK(dist__params_check(p, what));
-  dist__group *g;
-  DIST_CHECK(dist__params_group(p, what, &g));
-  if (root < 0 || root >= g->size)
-    return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: root %d is not a rank of group '%s' (size %d)", what, root,
-                       p->group, g->size);
+  dist__call c;
+  DIST_CHECK(dist__call_begin(&c, what, p->group));
+  dist__group *g = c.g;
+  dist_status s = dist__check_rank(&c, root, "root");
+  c.sig.root = root;
+  c.sig.aux = p->n;
+  c.sig.sizes = shapes_hash(p);
+  DIST_CHECK(dist__call_verify(&c, s));
   if (g->size == 1) return DIST_SUCCESS;
   for (int i = 0; i < p->n; i++) {
     dist__param *q = &p->p[i];
@@ -253,14 +264,16 @@ static double load(const void *base, dist_dtype t, int64_t i) {
 dist_status dist_params_max_divergence(dist_params *p, double *out) {
   const char *what = "dist_params_max_divergence";
   DIST_CHECK(dist__params_check(p, what));
-  if (!out) return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: out is NULL", what);
   dist__group *g;
   DIST_CHECK(dist__params_group(p, what, &g));
   size_t most = 1;
   for (int i = 0; i < p->n; i++)
     if (dist__param_bytes(&p->p[i]) > most) most = dist__param_bytes(&p->p[i]);
   void *mine = malloc(most), *ref = malloc(most);
-  dist_status s = mine && ref ? DIST_SUCCESS : dist__error(DIST_ERR_NO_MEMORY, "%s: %zu bytes", what, most);
+  /* A NULL out on one rank goes into the agreement too: the others wait in it. */
+  dist_status s = !out ? dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: out is NULL", what)
+                  : mine && ref ? DIST_SUCCESS
+                                : dist__error(DIST_ERR_NO_MEMORY, "%s: %zu bytes", what, most);
   s = dist__agree_group(g, s, what);
   if (s) {
     free(mine);
