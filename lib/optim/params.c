@@ -207,8 +207,7 @@ dist_status dist_params_broadcast(dist_params *p, int root) {
   dist__group *g = c.g;
   dist_status s = dist__check_rank(&c, root, "root");
   c.sig.root = root;
-  c.sig.aux = p->n;
-  c.sig.sizes = shapes_hash(p);
+  c.sig.sizes = shapes_hash(p); /* the count and every parameter's shape */
   DIST_CHECK(dist__call_verify(&c, s));
   if (g->size == 1) return DIST_SUCCESS;
   for (int i = 0; i < p->n; i++) {
