@@ -1373,6 +1373,33 @@ static void test_errors_scratch_alloc(void) {
 #undef ON_RANK_1
 }
 
+/* Copying the f32 result back fails on rank 1 (a test fault site; with
+ * device tensors a failed device copy): it used to stop there, while the
+ * others went on to the f64 round and waited in it. Now rank 1 reduces the
+ * f64 tensor with the others and then returns the error; the others succeed,
+ * and the f64 sums are right everywhere. */
+static void test_errors_fused_copy_out(void) {
+  float f[4];
+  double d[3];
+  for (int i = 0; i < 4; i++) f[i] = (float)(R + i);
+  for (int i = 0; i < 3; i++) d[i] = (double)(R + 1) * (i + 1);
+  dist_tensor ts[2] = {dist_tensor_host(f, DIST_F32, 1, (int64_t[1]){4}), dist_tensor_host(d, DIST_F64, 1, (int64_t[1]){3})};
+  if (R == 1) dist__fault_site = "fused_copy_out";
+  dist_status s = dist_all_reduce_fused(NULL, ts, 2, DIST_SUM);
+  CU_ASSERT_PTR_NULL(dist__fault_site);
+  dist__fault_site = NULL;
+  if (R == 1) {
+    CU_ASSERT_EQUAL(s, DIST_ERR_INTERNAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dist_last_error(), "fused_copy_out"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(dist_last_error(), "the other kinds were reduced"));
+  } else {
+    CU_ASSERT_EQUAL(s, DIST_SUCCESS);
+    for (int i = 0; i < 4; i++) CU_ASSERT_EQUAL(f[i], (float)(W * (W - 1) / 2 + W * i));
+  }
+  for (int i = 0; i < 3; i++) CU_ASSERT_EQUAL(d[i], (double)(W * (W + 1) / 2) * (i + 1));
+  CU_ASSERT_EQUAL(cunit_all_reduce_int(1, DIST_SUM), W); /* still in step */
+}
+
 /* Many tensors whose counts each fit but whose sum does not: an error, not
  * a wrapped buffer size (16 x (2^60 - 1) + 17 u8 elements wrap to 1). */
 static void test_errors_fused_overflow(void) {
@@ -1513,6 +1540,7 @@ static const coll_case CASES[] = {
     {"errors",        "sums over the ranks that overflow",                test_errors_overflow_ranks, 2, MAXW, HOST},
     {"errors",        "counts beyond the engine's on one rank",           test_errors_engine_count,  2, MAXW, HOST},
     {"errors",        "a scratch allocation fails on one rank",           test_errors_scratch_alloc, 2, MAXW, HOST},
+    {"errors",        "a fused result's copy back fails on one rank",     test_errors_fused_copy_out, 2, MAXW, HOST},
 };
 #define NCASES ((int)(sizeof CASES / sizeof CASES[0]))
 

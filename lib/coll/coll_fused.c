@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "coll/coll_internal.h"
+#include "core/fault.h"
 
 /* The type a tensor travels as: 16-bit floats join the f32 buffer. */
 static dist_dtype wire_type(dist_dtype t) { return dist__dtype_is16(t) ? DIST_F32 : t; } /* u8 avg widens later */
@@ -20,9 +21,12 @@ static dist_status copy_out(dist_tensor *t, const char *src, size_t n) {
   return dist__mem_copy2d(t->memory, t->data, bytes, src, bytes, bytes, 1);
 }
 
-/* Pack every tensor of (wire type w, memory mem) into one buffer, reduce, unpack. */
+/* Pack every tensor of (wire type w, memory mem) into one buffer, reduce,
+ * unpack. A failed unpack (a device copy) is this rank's alone and comes
+ * back in *late, not as the return value: the other ranks go on to the next
+ * kind's round, and so must this one. */
 static dist_status reduce_kind(dist__call *c, dist_tensor *ts, int n, dist_dtype w, dist_memory mem,
-                               dist_reduce_op op) {
+                               dist_reduce_op op, dist_status *late) {
   size_t total = 0, esize = dist_dtype_size(w);
   for (int i = 0; i < n; i++)
     if (wire_type(ts[i].dtype) == w && ts[i].memory == mem) total += (size_t)dist_tensor_numel(&ts[i]);
@@ -41,12 +45,15 @@ static dist_status reduce_kind(dist__call *c, dist_tensor *ts, int n, dist_dtype
   s = dist__call_ready(c, s);
   if (!s) s = dist__reduce_buffer(c, buf, w, mem, total, op, -1, NULL);
   off = 0;
-  for (int i = 0; i < n && !s; i++)
+  dist_status out = DIST_SUCCESS;
+  for (int i = 0; i < n && !s && !out; i++)
     if (wire_type(ts[i].dtype) == w && ts[i].memory == mem) {
       size_t k = (size_t)dist_tensor_numel(&ts[i]);
-      s = copy_out(&ts[i], buf + off * esize, k);
+      out = dist__fault("fused_copy_out") ? dist__error(DIST_ERR_INTERNAL, "injected fault (fused_copy_out)")
+                                          : copy_out(&ts[i], buf + off * esize, k);
       off += k;
     }
+  if (out && !*late) *late = out;
   dist__mem_free(mem, buf);
   return s;
 }
@@ -102,9 +109,15 @@ static dist_status fused(const char *what, const char *group, dist_tensor *ts, i
   }
   DIST_CHECK(dist__call_verify(&c, s));
   static const dist_dtype kinds[] = {DIST_F32, DIST_F64, DIST_C64, DIST_C128, DIST_I32, DIST_I64, DIST_U8};
+  dist_status late = DIST_SUCCESS; /* the first failed unpack, after every round */
+  char why[512];
   for (int m = DIST_MEM_HOST; m <= DIST_MEM_CUDA; m++)
-    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
-      DIST_CHECK(reduce_kind(&c, ts, n, kinds[k], (dist_memory)m, op));
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+      dist_status was = late;
+      DIST_CHECK(reduce_kind(&c, ts, n, kinds[k], (dist_memory)m, op, &late));
+      if (late && !was) snprintf(why, sizeof why, "%s", dist_last_error());
+    }
+  if (late) return dist__error(late, "%s: copying a result back: %s (the other kinds were reduced)", what, why);
   return DIST_SUCCESS;
 }
 
