@@ -63,14 +63,14 @@ static size_t in_entry(const struct dist_fft_plan *p) {
 }
 
 dist_status dist__fft_exchange_x(struct dist_fft_plan *p, dist__call *c, const void *in, const void *a, void *t,
-                                 double scale, double wmul) {
+                                 double scale, double wmul, dist_status *local) {
   if (!in) {
-    DIST_CHECK(copy_pieces(p, 1, a, t, scale, wmul, 0, 0, p->L));
+    DIST__FFT_STEP(local, copy_pieces(p, 1, a, t, scale, wmul, 0, 0, p->L));
   } else { /* transform a chunk into A while it fits in cache, then pack it */
-    for (int64_t l0 = 0; l0 < p->L; l0 += p->lc) {
+    for (int64_t l0 = 0; l0 < p->L && !*local; l0 += p->lc) {
       int64_t nl = p->L - l0 < p->lc ? p->L - l0 : p->lc;
-      DIST_CHECK(p->eng->rows(p, 0, (const char *)in + in_entry(p) * (size_t)l0, p->A, nl));
-      DIST_CHECK(copy_pieces(p, 1, p->A, t, scale, wmul, 0, l0, nl));
+      DIST__FFT_STEP(local, p->eng->rows(p, 0, (const char *)in + in_entry(p) * (size_t)l0, p->A, nl));
+      DIST__FFT_STEP(local, copy_pieces(p, 1, p->A, t, scale, wmul, 0, l0, nl));
     }
   }
   if (p->P == 1) return DIST_SUCCESS;
@@ -79,15 +79,18 @@ dist_status dist__fft_exchange_x(struct dist_fft_plan *p, dist__call *c, const v
 }
 
 dist_status dist__fft_exchange_y(struct dist_fft_plan *p, dist__call *c, const void *t, void *a, void *out,
-                                 double scale, double wmul) {
+                                 double scale, double wmul, dist_status *local) {
   if (p->P > 1)
     DIST_CHECK(c->be->all_to_all_v(c->g, t, p->recv_counts, p->recv_displs, p->W, p->send_counts, p->send_displs,
                                    p->cplx, NULL));
-  if (!out) return copy_pieces(p, 0, a, t, scale, wmul, 0, 0, p->L);
-  for (int64_t l0 = 0; l0 < p->L; l0 += p->lc) { /* unpack a chunk into A, transform it from cache */
+  if (!out) {
+    DIST__FFT_STEP(local, copy_pieces(p, 0, a, t, scale, wmul, 0, 0, p->L));
+    return DIST_SUCCESS;
+  }
+  for (int64_t l0 = 0; l0 < p->L && !*local; l0 += p->lc) { /* unpack a chunk into A, transform it from cache */
     int64_t nl = p->L - l0 < p->lc ? p->L - l0 : p->lc;
-    DIST_CHECK(copy_pieces(p, 0, p->A, t, scale, wmul, 1, l0, nl));
-    DIST_CHECK(p->eng->rows(p, 1, p->A, (char *)out + in_entry(p) * (size_t)l0, nl));
+    DIST__FFT_STEP(local, copy_pieces(p, 0, p->A, t, scale, wmul, 1, l0, nl));
+    DIST__FFT_STEP(local, p->eng->rows(p, 1, p->A, (char *)out + in_entry(p) * (size_t)l0, nl));
   }
   return DIST_SUCCESS;
 }

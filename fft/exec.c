@@ -11,19 +11,22 @@ enum { FORWARD, INVERSE, FORWARD_BACKWARD, INVERSE_BACKWARD };
 static const char *const names[] = {"dist_fft_forward", "dist_fft_inverse", "dist_fft_forward_backward",
                                     "dist_fft_inverse_backward"};
 
+/* The pipelines return an exchange's failure; a local step's goes into
+ * *local (see dist__fft_exchange_x), and run() agrees on it. */
 static dist_status forward_pipe(dist_fft_plan *p, dist__call *c, const void *in, void *out, double scale,
-                                double wmul) {
+                                double wmul, dist_status *local) {
   if (p->layout == DIST_FFT_OUT_TRANSPOSED) {
-    DIST_CHECK(dist__fft_exchange_x(p, c, in, NULL, out, scale, wmul));
-    return p->eng->cols(p, 0, out, out);
+    DIST_CHECK(dist__fft_exchange_x(p, c, in, NULL, out, scale, wmul, local));
+    DIST__FFT_STEP(local, p->eng->cols(p, 0, out, out));
+    return DIST_SUCCESS;
   }
-  DIST_CHECK(dist__fft_exchange_x(p, c, in, NULL, p->T, scale, wmul));
-  DIST_CHECK(p->eng->cols(p, 0, p->T, p->T));
-  return dist__fft_exchange_y(p, c, p->T, out, NULL, 1.0, 1.0);
+  DIST_CHECK(dist__fft_exchange_x(p, c, in, NULL, p->T, scale, wmul, local));
+  DIST__FFT_STEP(local, p->eng->cols(p, 0, p->T, p->T));
+  return dist__fft_exchange_y(p, c, p->T, out, NULL, 1.0, 1.0, local);
 }
 
 static dist_status inverse_pipe(dist_fft_plan *p, dist__call *c, const void *in, void *out, double scale,
-                                double wmul) {
+                                double wmul, dist_status *local) {
   void *t = p->T;
   if (p->destroy_input) {
     t = (void *)in;
@@ -31,14 +34,14 @@ static dist_status inverse_pipe(dist_fft_plan *p, dist__call *c, const void *in,
     /* Copy (scaled) and transform in place: `in` is preserved, and FFTW's
      * in-place strided plans beat its out-of-place ones here. */
     dist__fft_box all = {p->T, in, 1, 1, (int64_t)p->t_elems, 0, 0, 0, 0, scale, 0, 1, 0, 1.0, 0};
-    DIST_CHECK(p->eng->copy(p, &all));
+    DIST__FFT_STEP(local, p->eng->copy(p, &all));
     scale = 1.0;
   } else {
-    DIST_CHECK(dist__fft_exchange_x(p, c, NULL, in, p->T, scale, wmul));
+    DIST_CHECK(dist__fft_exchange_x(p, c, NULL, in, p->T, scale, wmul, local));
     scale = wmul = 1.0;
   }
-  DIST_CHECK(p->eng->cols(p, 1, t, t));
-  return dist__fft_exchange_y(p, c, t, NULL, out, scale, wmul);
+  DIST__FFT_STEP(local, p->eng->cols(p, 1, t, t));
+  return dist__fft_exchange_y(p, c, t, NULL, out, scale, wmul, local);
 }
 
 static dist_status check_tensor(const dist__call *c, const dist_fft_plan *p, const dist_tensor *t, const char *name,
@@ -96,20 +99,25 @@ static dist_status run(dist_fft_plan *p, int op, const dist_tensor *in, dist_ten
   memcpy(c.sig.shape, p->shape, sizeof c.sig.shape);
   DIST_CHECK(dist__call_verify(&c, s));
   int r2c = p->type == DIST_FFT_R2C, dev = dist__fft_device_enter(p);
+  dist_status local = DIST_SUCCESS;
   switch (op) {
   case FORWARD:
     s = p->whole ? p->eng->whole(p, 0, in->data, out->data, p->scale_fwd)
-                 : forward_pipe(p, &c, in->data, out->data, p->scale_fwd, 1.0);
+                 : forward_pipe(p, &c, in->data, out->data, p->scale_fwd, 1.0, &local);
     break;
   case INVERSE:
     s = p->whole ? p->eng->whole(p, 1, in->data, out->data, p->scale_inv)
-                 : inverse_pipe(p, &c, in->data, out->data, p->scale_inv, 1.0);
+                 : inverse_pipe(p, &c, in->data, out->data, p->scale_inv, 1.0, &local);
     break;
-  case FORWARD_BACKWARD: s = inverse_pipe(p, &c, in->data, out->data, p->scale_fwd, r2c ? 0.5 : 1.0); break;
-  default: s = forward_pipe(p, &c, in->data, out->data, p->scale_inv, r2c ? 2.0 : 1.0);
+  case FORWARD_BACKWARD: s = inverse_pipe(p, &c, in->data, out->data, p->scale_fwd, r2c ? 0.5 : 1.0, &local); break;
+  default: s = forward_pipe(p, &c, in->data, out->data, p->scale_inv, r2c ? 2.0 : 1.0, &local);
   }
   dist__fft_device_leave(p, dev);
-  return s;
+  if (s || p->whole) return s ? s : local; /* an exchange failed (its engine reports it), or no exchange at all */
+  /* A local step failed on some rank: its output is wrong, and so are the
+   * others' (its pieces went out unfinished). One small round tells every
+   * rank (skipped with DIST_VERIFY=0: then only the failing rank knows). */
+  return dist__call_ready(&c, local);
 }
 
 dist_status dist_fft_forward(dist_fft_plan *p, const dist_tensor *in, dist_tensor *out) {

@@ -15,6 +15,7 @@
 #define DISTMGR_FFT_INTERNAL_H
 
 #include "distmgr/fft.h"
+#include "core/fault.h"
 #include "manager/coll_call.h"
 
 #include "fft_box.h"
@@ -86,11 +87,24 @@ void dist__fft_device_leave(const struct dist_fft_plan *p, int prev);
 /* The exchanges, `t` in the T layout. X: from `a` in the A layout, or
  * (a NULL) from the row transforms of `in`, one chunk of lc batch entries at
  * a time through the scratch A. Y: into `a`, or (a NULL) through A chunks and
- * the inverse row transforms into `out`. Collective. */
+ * the inverse row transforms into `out`. Collective.
+ * A failed local step (a transform or copy: this rank's alone) goes into
+ * *local, and later local steps are skipped, but the all-to-all is posted
+ * anyway: returning would leave the other ranks waiting in it. The return
+ * value is the all-to-all's own failure. */
+/* One local step of a pipeline, run only while none has failed; its failure
+ * goes into *local. Tests make the (dist__fault_skip + 1)-th step fail
+ * (fault site "fft_local"). */
+#define DIST__FFT_STEP(local, call)                                                                             \
+  do {                                                                                                          \
+    if (!*(local))                                                                                              \
+      *(local) = dist__fault("fft_local") ? dist__error(DIST_ERR_INTERNAL, "injected fault (fft_local)") : (call); \
+  } while (0)
+
 dist_status dist__fft_exchange_x(struct dist_fft_plan *p, dist__call *c, const void *in, const void *a, void *t,
-                                 double scale, double wmul);
+                                 double scale, double wmul, dist_status *local);
 dist_status dist__fft_exchange_y(struct dist_fft_plan *p, dist__call *c, const void *t, void *a, void *out,
-                                 double scale, double wmul);
+                                 double scale, double wmul, dist_status *local);
 
 /* Host implementation of a box copy (engines for host memory use it). */
 void dist__fft_copy_host(const dist__fft_box *b, int is_double);

@@ -985,6 +985,24 @@ static void test_unused_zero(void) {
     EXPECT_GRADS(g, ref.g, "unused = ZERO, fc1.weight skipped on the last rank");
     free(want), free(acc);
     mlp_free(&ref);
+    /* Zeroing the skipped gradient fails on the last rank (injected; a
+     * device memset in practice): its bucket still launches, so no rank
+     * hangs, and with DIST_VERIFY=1 finalize fails everywhere. */
+    const char *v = getenv("DIST_VERIFY");
+    int verify = !(v && !strcmp(v, "0"));
+    CALL_OK(dist_params_zero_grad(r.p), "zero_grad");
+    mlp_backward(r.m.w, g, 602, (int64_t)R * ROWS, ROWS, 1.0, &last);
+    if (R == W - 1) dist__fault_site = "mem_zero";
+    if (R == W - 1) CALL_FAILS(dist_ddp_finalize(r.d), DIST_ERR_INTERNAL, "mem_zero", "finalize, zeroing failed");
+    else if (verify) CALL_FAILS(dist_ddp_finalize(r.d), DIST_ERR_INTERNAL, "failed on rank", "finalize, another rank's zeroing failed");
+    else CALL_OK(dist_ddp_finalize(r.d), "finalize, another rank's zeroing failed, no verification");
+    CU_ASSERT_PTR_NULL(dist__fault_site);
+    dist__fault_site = NULL;
+    marker all = MARK(&r);
+    iterate(&r, 603, &all);
+    ref = reference(603);
+    EXPECT_GRADS(g, ref.g, "the iteration after a failed zeroing");
+    mlp_free(&ref);
   }
   rig_close(&r);
 }

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/fault.h" /* dist__fault_site: one rank's local step fails */
 #include "cunit_mpi.h"
 #include "fft_ref.h"
 #include "coll_values.h" /* grp/group_info, dtype names, is_complex, seeded unit() */
@@ -1268,6 +1269,50 @@ static void test_errors_execute_one_rank(void) {
   ctx_close(&x);
 }
 
+/* One rank's local step (a row or column transform, a pack or unpack copy:
+ * with cuFFT a failed launch) fails at execute: the (k+1)-th step of rank
+ * W-1, for every k until the call runs out of steps, in each of the four
+ * operations and both layouts. That rank must still post the exchanges
+ * after it (it returned before and left the others in them), and with
+ * DIST_VERIFY=1 every rank returns an error; then the plan still works. */
+static void test_errors_local_step(void) {
+  static const int64_t shape[3] = {4, 6, 5};
+  const dist_fft_layout layouts[2] = {DIST_FFT_OUT_TRANSPOSED, DIST_FFT_OUT_SAME};
+  char last[32];
+  snprintf(last, sizeof last, "rank %d", W - 1);
+  for (int l = 0; l < 2; l++) {
+    fcase c = mkcase(DIST_FFT_R2C, DIST_F64, 2, 3, shape, layouts[l], DIST_FFT_NORM_ORTHO);
+    fctx x;
+    if (!CTX_OPEN(&x, &c)) continue;
+    lbuf in = lbuf_new(&x.g.in, 0), out = lbuf_new(&x.g.out, 0);
+    for (int op = 0; op < 4; op++) {
+      int k, failed = 1;
+      for (k = 0; failed && k < 64; k++) {
+        lbuf_fill(&in, 40 + (uint64_t)k, R), lbuf_fill(&out, 80 + (uint64_t)k, R);
+        if (R == W - 1) dist__fault_site = "fft_local", dist__fault_skip = k;
+        dist_status s = op == 0   ? dist_fft_forward(x.plan, &in.t, &out.t)
+                        : op == 1 ? dist_fft_inverse(x.plan, &out.t, &in.t)
+                        : op == 2 ? dist_fft_forward_backward(x.plan, &out.t, &in.t)
+                                  : dist_fft_inverse_backward(x.plan, &in.t, &out.t);
+        failed = gred(NULL, R == W - 1 && !dist__fault_site, DIST_MAX) > 0; /* the site was reached */
+        dist__fault_site = NULL, dist__fault_skip = 0;
+        if (failed) {
+          expect_error_(s, R == W - 1 ? DIST_ERR_INTERNAL : ANY_ERROR, R == W - 1 ? "fft_local" : last, OPNAME[op],
+                        __LINE__);
+        } else {
+          CU_ASSERT_EQUAL(s, DIST_SUCCESS); /* past the last step: nothing failed */
+        }
+        EXPECT_IN_STEP();
+      }
+      CU_ASSERT(k >= 3); /* a distributed transform has at least a transform, a copy and another transform */
+    }
+    CHECK_FORWARD(&x, 15000 + (uint64_t)l);
+    CHECK_INVERSE(&x, 15010 + (uint64_t)l);
+    lbuf_free(&in), lbuf_free(&out);
+    ctx_close(&x);
+  }
+}
+
 static CU_TestInfo serial_tests[] = {
     {"r2c 2-D forward/inverse/round trip vs FFTW", test_r2c_2d},
     {"c2c 2-D forward/inverse/round trip vs FFTW", test_c2c_2d},
@@ -1298,6 +1343,7 @@ static CU_TestInfo error_tests[] = {
     {"execute tensors and NULLs", test_errors_execute},
     {"CUDA memory without a GPU", test_errors_cuda_memory},
     {"bad tensor on one rank at execute", test_errors_execute_one_rank},
+    {"a local step fails on one rank at execute", test_errors_local_step},
     CU_TEST_INFO_NULL};
 
 static CU_SuiteInfo suites[] = {{"fft vs serial", NULL, NULL, NULL, NULL, serial_tests},

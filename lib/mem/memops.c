@@ -20,6 +20,8 @@ void dist__mem_free(dist_memory mem, void *p) {
 }
 
 dist_status dist__mem_zero(dist_memory mem, void *p, size_t bytes) {
+  if (bytes && dist__fault("mem_zero")) /* tests: one rank's memset fails (a device one, in practice) */
+    return dist__error(DIST_ERR_INTERNAL, "injected fault (mem_zero): %zu bytes", bytes);
   return bytes ? ops(mem)->zero(p, bytes) : DIST_SUCCESS;
 }
 

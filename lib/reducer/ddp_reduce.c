@@ -254,23 +254,32 @@ static void reset_marks(dist_ddp *d) {
 }
 
 /* Parameters not marked: zero local gradient so every rank still launches
- * every bucket (the collectives stay matched); the message lists them. */
+ * every bucket (the collectives stay matched); the message lists them. A
+ * failed zeroing (a device memset) still counts its parameter ready: a
+ * bucket left short would never launch here while the others wait in its
+ * collective. The error comes back after the loop; finalize agrees on it. */
 static dist_status fill_unmarked(dist_ddp *d, int *first_missing) {
   char names[512] = "";
   size_t len = 0;
   int missing = 0;
+  dist_status zero = DIST_SUCCESS;
+  char zero_why[256] = "";
   for (int i = 0; i < d->p->n; i++) {
     if (d->marked[i]) continue;
     const dist__param *q = &d->p->p[i];
     const dist__bucket *b = &d->b[d->bucket_of[i]];
-    if (host_compressed(d, b)) /* mark_ready would have narrowed into the wire buffer */
+    if (host_compressed(d, b)) { /* mark_ready would have narrowed into the wire buffer */
       memset((char *)b->wirebuf + (size_t)b->offset[d->slot_of[i]] * 2, 0, (size_t)q->numel * 2);
-    else
-      DIST_CHECK(dist__mem_zero(q->memory, slot(d, i), dist__param_bytes(q)));
+    } else {
+      dist_status z = dist__mem_zero(q->memory, slot(d, i), dist__param_bytes(q));
+      if (z && !zero) zero = z, snprintf(zero_why, sizeof zero_why, "%s", dist_last_error());
+    }
     d->b[d->bucket_of[i]].ready++;
     if (missing++ < 8 && len < sizeof names - 80)
       len += (size_t)snprintf(names + len, sizeof names - len, "%s%d '%s'", missing > 1 ? ", " : "", i, q->name);
   }
+  if (zero)
+    return dist__error(zero, "dist_ddp_finalize: zeroing the gradient of unmarked parameter(s) %s: %s", names, zero_why);
   if (d->nmarked == 0 && d->p->n > 0)
     return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_ddp_finalize: no parameter was marked ready since the last finalize");
   if (missing && d->o.unused == DIST_DDP_UNUSED_ERROR) {
