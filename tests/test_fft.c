@@ -1280,6 +1280,8 @@ static void test_errors_local_step(void) {
   const dist_fft_layout layouts[2] = {DIST_FFT_OUT_TRANSPOSED, DIST_FFT_OUT_SAME};
   char last[32];
   snprintf(last, sizeof last, "rank %d", W - 1);
+  const char *v = getenv("DIST_VERIFY");
+  int verify = !(v && !strcmp(v, "0"));
   for (int l = 0; l < 2; l++) {
     fcase c = mkcase(DIST_FFT_R2C, DIST_F64, 2, 3, shape, layouts[l], DIST_FFT_NORM_ORTHO);
     fctx x;
@@ -1296,10 +1298,10 @@ static void test_errors_local_step(void) {
                                   : dist_fft_inverse_backward(x.plan, &in.t, &out.t);
         failed = gred(NULL, R == W - 1 && !dist__fault_site, DIST_MAX) > 0; /* the site was reached */
         dist__fault_site = NULL, dist__fault_skip = 0;
-        if (failed) {
+        if (failed && (R == W - 1 || verify)) {
           expect_error_(s, R == W - 1 ? DIST_ERR_INTERNAL : ANY_ERROR, R == W - 1 ? "fft_local" : last, OPNAME[op],
                         __LINE__);
-        } else {
+        } else { /* with DIST_VERIFY=0 only the failing rank knows */
           CU_ASSERT_EQUAL(s, DIST_SUCCESS); /* past the last step: nothing failed */
         }
         EXPECT_IN_STEP();
