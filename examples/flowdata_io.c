@@ -14,7 +14,7 @@ dist_status fields_io_init(fields_io *io) {
   const char *engine = NULL;
   dist_status st = dist_coll_backend(NULL, DIST_MEM_HOST, &engine);
   if (st) return st;
-  io->mpi = strcmp(engine, "gloo") != 0;
+  io->mpi = strcmp(engine, "mpi") == 0; /* else gloo or shm: no MPI in the job */
   return io->mpi ? dist_group_comm(NULL, &io->comm) : DIST_SUCCESS;
 }
 

@@ -71,7 +71,7 @@ static inline int cunit_mpi_in_use(void) { return !cunit_mpi_without; }
 
 static inline int cunit_mpi_query_without(void) {
   const char *engine = NULL;
-  return dist_coll_backend(NULL, DIST_MEM_HOST, &engine) == DIST_SUCCESS && strcmp(engine, "gloo") == 0;
+  return dist_coll_backend(NULL, DIST_MEM_HOST, &engine) == DIST_SUCCESS && strcmp(engine, "mpi") != 0;
 }
 
 /* For a program that would initialize MPI itself (before the manager is up):

@@ -3,9 +3,13 @@
  * backends (NCCL's id and barrier, the staged copies) can ask for it without
  * a circle through backend.c, which picks them. */
 #include "backend/backend.h"
+#ifdef HAVE_GLOO
+#include "backend/backend_shm.h"
+#endif
 
 const dist__backend *dist__backend_host(const dist__group *g) {
 #ifdef HAVE_GLOO
+  if (g && g->shm) return &dist__backend_shm;
   if (g && g->gloo) return &dist__backend_gloo;
 #endif
   return &dist__backend_mpi;

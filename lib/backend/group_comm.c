@@ -9,6 +9,7 @@
 #include "backend/round_shm.h"
 #include "core/check.h"
 #ifdef HAVE_GLOO
+#include "backend/backend_shm.h"
 #include "backend/gloo.h"
 #include "store/rendezvous.h"
 #endif
@@ -174,6 +175,10 @@ dist_status dist__groups_open_rounds(int from) {
   for (int i = from; i < dist__groups.ngroups; i++) { /* the same order on every rank: each a collective over its members */
     dist_status r = dist__round_shm_open(dist__groups.groups[i]);
     if (!s) s = r;
+#ifdef HAVE_GLOO
+    r = dist__shm_data_open(dist__groups.groups[i]);
+    if (!s) s = r;
+#endif
   }
   return s;
 }
@@ -186,6 +191,7 @@ static void free_group(dist__group *g) {
   dist__backend_release_group(g);
   dist__round_shm_close(g);
 #ifdef HAVE_GLOO
+  dist__shm_data_close(g);
   dist__gloo_free(g->gloo);
   g->gloo = NULL;
 #endif

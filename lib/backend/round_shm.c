@@ -1,47 +1,32 @@
 /* The check round through shared memory (see round_shm.h). */
-#include <errno.h>
-#include <fcntl.h>
-#include <linux/futex.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "backend/agree.h"
 #include "backend/backend.h"
 #include "backend/round_shm.h"
+#include "backend/shm_seg.h"
 #include "backend/spec.h"
 #include "backend/wait.h"
 #include "core/check.h"
-#ifdef HAVE_GLOO
-#include "backend/gloo.h"
-#endif
 
 #define WORDS 6 /* room for the round's words (agree.h) */
 #define PROGRESS_TAG 0x0c0f /* never sent: probed only to let MPI progress */
 
 typedef struct slot {
-  _Atomic int64_t round; /* written after the words */
+  dist__shm_flag round; /* the round's number, raised after the words */
   int64_t w[WORDS];
-  /* Without MPI: a waiter sleeps on seq (a futex in the shared segment) once
-   * it has counted itself in waiters; the writer wakes it after the round. */
-  _Atomic uint32_t seq, waiters;
 } slot;
 _Static_assert(sizeof(slot) == 64, "one cache line per slot");
 _Static_assert(DIST__ROUND_WORDS <= WORDS, "the round's words fit a slot");
 
 struct dist__round_shm {
-  MPI_Win win;  /* MPI: the window (MPI_WIN_NULL for a mapped segment) */
-  void *map;    /* without MPI: the mapped POSIX segment, map_bytes long */
-  size_t map_bytes;
-  int64_t *pids; /* without MPI: every member's process (a peer that is gone ends a wait) */
-  slot *slots;   /* parity 0's P slots, then parity 1's */
+  MPI_Win win;        /* MPI: the window (MPI_WIN_NULL for a mapped segment) */
+  dist__shm_seg seg;  /* without MPI: the mapped POSIX segment */
+  slot *slots;        /* parity 0's P slots, then parity 1's */
   int64_t rounds;
   int me, size;
 };
@@ -101,79 +86,25 @@ static dist_status open_mpi(dist__group *g) {
   return DIST_SUCCESS;
 }
 
-#ifdef HAVE_GLOO
-/* Every member's `bytes` bytes, through the group's Gloo context. */
-static dist_status gloo_gather(const dist__group *g, const void *mine, size_t bytes, void *all) {
-  size_t *b = malloc(sizeof *b * (size_t)g->size);
-  if (!b) return dist__error(DIST_ERR_NO_MEMORY, "group '%s': a round segment's counts", g->name);
-  for (int q = 0; q < g->size; q++) b[q] = bytes;
-  dist_status s = dist__gloo_all_gather_v(g->gloo, mine, all, b);
-  free(b);
-  return s;
-}
-
-/* Without MPI (Gloo): a POSIX shared-memory segment that member 0 creates
- * and unlinks once every member has mapped it (nothing is left in /dev/shm,
- * even after a crash past this point). Same node: the manager's node
- * (dist__engine.node_leader), as the "local" group has it. Any failure on
- * any member: messages, on every member. */
+/* Without MPI (Gloo): a POSIX shared-memory segment (shm_seg.h). Any
+ * failure on any member: messages, on every member. */
 static dist_status open_mapped(dist__group *g) {
-  if (dist__engine.node_leader < 0) return DIST_SUCCESS;
-  int P = g->size;
-  size_t bytes = 2 * (size_t)P * sizeof(slot);
-  int64_t mine[2] = {dist__engine.node_leader, (int64_t)getpid()}, *all = malloc(sizeof mine * (size_t)P);
-  int64_t *flags = malloc(sizeof *flags * (size_t)P);
-  if (!all || !flags) {
-    free(all), free(flags);
-    return dist__error(DIST_ERR_NO_MEMORY, "group '%s': its round's members", g->name);
+  dist__shm_seg seg;
+  DIST_CHECK(dist__shm_seg_open(g, "round", 2 * (size_t)g->size * sizeof(slot), &seg));
+  if (!seg.map) return DIST_SUCCESS;
+  dist__round_shm *sh = calloc(1, sizeof *sh);
+  if (!sh) { /* (this member waits alone: the others' rounds time out, as any lost member's) */
+    dist__shm_seg_close(&seg);
+    return DIST_SUCCESS;
   }
-  dist_status s = gloo_gather(g, mine, sizeof mine, all);
-  int shared = !s;
-  for (int q = 0; shared && q < P; q++) shared = all[2 * q] == all[0];
-  if (!shared) return free(all), free(flags), s;
-  /* One name per group and job: member 0's process id and the group's place in the table. */
-  char name[96];
-  snprintf(name, sizeof name, "/distmgr-round-%lld-%d", (long long)all[1], g->index);
-  void *map = MAP_FAILED;
-  int ok = 1, fd = -1;
-  if (g->rank == 0) {
-    (void)shm_unlink(name); /* a stale one, from a process that had this id before */
-    fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
-    ok = fd >= 0 && ftruncate(fd, (off_t)bytes) == 0; /* zero-filled */
-  }
-  for (int step = 0; step < 2 && !s; step++) { /* 0: member 0 made it; 1: every member mapped it */
-    if (step == 1 && g->rank != 0 && ok) fd = shm_open(name, O_RDWR, 0600), ok = fd >= 0;
-    if (step == 1 && ok) ok = (map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) != MAP_FAILED;
-    int64_t flag = ok;
-    s = gloo_gather(g, &flag, sizeof flag, flags);
-    for (int q = 0; !s && q < P; q++) ok = ok && flags[q];
-  }
-  free(flags);
-  if (fd >= 0) close(fd);
-  if (g->rank == 0) (void)shm_unlink(name); /* mapped where it worked; the name is not needed again */
-  dist__round_shm *sh = ok && !s ? calloc(1, sizeof *sh) : NULL;
-  int64_t *pids = sh ? malloc(sizeof *pids * (size_t)P) : NULL;
-  if (sh && pids) {
-    for (int q = 0; q < P; q++) pids[q] = all[2 * q + 1];
-    sh->win = MPI_WIN_NULL, sh->map = map, sh->map_bytes = bytes, sh->slots = map, sh->pids = pids;
-    sh->me = g->rank, sh->size = P;
-    g->round = sh;
-  } else {
-    /* (a member short of memory here waits alone: the others' rounds time out, as any lost member's) */
-    free(sh), sh = NULL;
-    if (map != MAP_FAILED) munmap(map, bytes);
-  }
-  if (!sh && !s) dist_log(DIST_LOG_DEBUG, "group '%s': check rounds by messages (no shared-memory segment)", g->name);
-  free(all);
-  return s;
+  sh->win = MPI_WIN_NULL, sh->seg = seg, sh->slots = seg.map, sh->me = g->rank, sh->size = g->size;
+  g->round = sh;
+  return DIST_SUCCESS;
 }
-#endif
 
 dist_status dist__round_shm_open(dist__group *g) {
   if (g->rank < 0 || g->size < 2 || !dist__engine.round_shm) return DIST_SUCCESS;
-#ifdef HAVE_GLOO
   if (g->gloo) return open_mapped(g);
-#endif
   return g->mpi ? open_mpi(g) : DIST_SUCCESS;
 }
 
@@ -181,9 +112,8 @@ void dist__round_shm_close(dist__group *g) {
   dist__round_shm *sh = g->round;
   if (!sh) return;
   g->round = NULL;
-  if (sh->map) { /* no collective: the name is gone already */
-    munmap(sh->map, sh->map_bytes);
-    free(sh->pids);
+  if (sh->seg.map) { /* no collective: the name is gone already */
+    dist__shm_seg_close(&sh->seg);
     free(sh);
     return;
   }
@@ -208,7 +138,7 @@ typedef struct arrival {
 static int all_arrived(arrival *a) {
   for (; a->next < a->sh->size; a->next++) {
     const slot *s = slot_of(a->sh, a->round, (a->sh->me + a->next) % a->sh->size);
-    if (atomic_load_explicit(&s->round, memory_order_acquire) < a->round) return 0;
+    if (atomic_load_explicit(&s->round.value, memory_order_acquire) < a->round) return 0;
   }
   return 1;
 }
@@ -222,46 +152,14 @@ static int arrived(void *p) {
   return all_arrived(a);
 }
 
-static double seconds(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static long futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *timeout) {
-  return syscall(SYS_futex, (uint32_t *)word, op, val, timeout, NULL, 0); /* shared: not FUTEX_PRIVATE_FLAG */
-}
-
 /* Without MPI: no progress to make (Gloo has its own threads) and no fault
- * channel. The waiter spins a little, then sleeps on the peer's futex: a
- * spinning or yielding waiter took the core that the peer's Gloo thread
- * needed to finish its call (a 2-rank all-reduce of 1 MiB took 1.5-2x as
- * long). Every 10 ms asleep it checks that the peer is alive (a rank that
- * died ends the wait at once, naming it); DIST_TIMEOUT bounds the rest. */
+ * channel: sleep on each peer's slot in turn (shm_seg.h). */
 static dist_status wait_mapped(arrival *a, const char *call) {
-  for (int i = 0; i < 2000; i++)
-    if (all_arrived(a)) return DIST_SUCCESS;
-  double t0 = seconds(), limit = dist__engine.timeout;
-  while (!all_arrived(a)) {
+  double t0 = dist__shm_seconds();
+  for (; a->next < a->sh->size; a->next++) {
     int peer = (a->sh->me + a->next) % a->sh->size;
-    slot *s = slot_of(a->sh, a->round, peer);
-    atomic_fetch_add(&s->waiters, 1);
-    uint32_t seen = atomic_load(&s->seq);
-    if (atomic_load_explicit(&s->round, memory_order_acquire) < a->round)
-      (void)futex(&s->seq, FUTEX_WAIT, seen, &(struct timespec){0, 10000000});
-    atomic_fetch_sub(&s->waiters, 1);
-    if (atomic_load_explicit(&s->round, memory_order_acquire) >= a->round) continue;
-    pid_t pid = (pid_t)a->sh->pids[peer];
-    if (kill(pid, 0) && errno == ESRCH)
-      return dist__break(dist__error(DIST_ERR_ABORTED,
-                                     "%s: rank %d of the group (process %d on this node) is gone while the others "
-                                     "waited for it in a check round (a peer process left or died)",
-                                     call, peer, (int)pid));
-    double t = seconds() - t0;
-    if (limit > 0 && t > limit)
-      return dist__break(dist__error(DIST_ERR_TIMEOUT,
-                                     "%s: rank %d of the group did not reach the check round within DIST_TIMEOUT=%g s",
-                                     call, peer, limit));
+    DIST_CHECK(dist__shm_flag_wait(&a->sh->seg, &slot_of(a->sh, a->round, peer)->round, a->round, peer, t0, call,
+                                   "the check round"));
   }
   return DIST_SUCCESS;
 }
@@ -271,14 +169,11 @@ dist_status dist__round_shm_exchange(dist__round_shm *sh, MPI_Comm comm, int64_t
   int64_t k = ++sh->rounds;
   slot *mine = slot_of(sh, k, sh->me);
   memcpy(mine->w, w, sizeof *w * (size_t)n);
-  atomic_store_explicit(&mine->round, k, memory_order_release);
-  if (sh->map) { /* wake whoever sleeps on this slot (seq_cst: a waiter counted itself, or sees k) */
-    atomic_store(&mine->seq, (uint32_t)k);
-    if (atomic_load(&mine->waiters)) (void)futex(&mine->seq, FUTEX_WAKE, INT32_MAX, NULL);
-  }
+  if (sh->seg.map) dist__shm_flag_raise(&mine->round, k); /* and wake whoever sleeps on this slot */
+  else atomic_store_explicit(&mine->round.value, k, memory_order_release);
   dist__spec_copy_own(spec);
   arrival a = {sh, comm, k, 1};
-  if (sh->map) {
+  if (sh->seg.map) {
     DIST_CHECK(wait_mapped(&a, call));
   } else {
     dist_status s = dist__wait_poll(arrived, &a, call, DIST__WAIT_CONTROL);

@@ -273,6 +273,7 @@ static dist_status read_settings(void) {
   dist__engine.timeout = m->settings.timeout; /* what the engines obey, given once */
   dist__engine.cuda_backend = m->settings.cuda_backend;
   dist__engine.round_shm = m->settings.round_shm;
+  dist__engine.shm_data = m->settings.shm_data;
   dist_log_level_set(m->settings.log_level);
   log_settings();
   return DIST_SUCCESS;

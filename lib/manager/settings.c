@@ -131,6 +131,16 @@ static dist_status parse_round(const char *name, const char *value, dist__settin
   return dist__error(DIST_ERR_SETTING, "%s='%s' is not a round engine (auto or p2p)", name, value);
 }
 
+static dist_status parse_shm(const char *name, const char *value, dist__settings *s) {
+  static const char *const names[] = {"off", "auto"};
+  for (int i = 0; i < 2; i++)
+    if (strcasecmp(value, names[i]) == 0) {
+      s->shm_data = i;
+      return DIST_SUCCESS;
+    }
+  return dist__error(DIST_ERR_SETTING, "%s='%s' is not auto or off", name, value);
+}
+
 /* Where a parsed value lands, so that code comparing settings across ranks
  * reads them from this table rather than from a list of its own. */
 enum { INT, LLONG, DOUBLE };
@@ -170,6 +180,10 @@ static const struct {
       "shared-memory window when all the group's members share one node, else point-to-point messages) or p2p "
       "(messages always)"},
      parse_round, AT(round_shm, INT), MATCH},
+    {{"DIST_SHM", "auto",
+      "launches without MPI: host-memory collectives of a group whose members share one node go through a "
+      "shared-memory segment (auto) instead of Gloo's TCP (off)"},
+     parse_shm, AT(shm_data, INT), MATCH},
     {{"DIST_CUDA_BACKEND", "auto", "device-memory collectives: auto (NCCL if built with it; staged for a group with two ranks on one GPU), nccl, or staged "
       "(copied through host memory and MPI)"},
      parse_cuda_backend, AT(cuda_backend, INT), MATCH},

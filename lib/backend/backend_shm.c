@@ -1,0 +1,271 @@
+/* The shared-memory engine (backend_shm.h).
+ *
+ * One segment per group: a cache line per member holding its barrier
+ * counter (a dist__shm_flag) and two words, then two parities of P + 1
+ * regions of SLOT bytes: each member's slot and a shared `out`. Data moves
+ * in rounds of at most SLOT bytes per member: a member writes its part into
+ * its slot of the round's parity, passes a barrier, and reads the others'.
+ * Rounds alternate parities, so round t + 2 reuses round t's regions only
+ * after a barrier that every member reaches once it has read them: one
+ * barrier per round (two for reductions, whose results go through `out`).
+ *
+ * Reductions are split by element range: each member reduces its share of
+ * the round over every slot, in rank order, into `out`, which everyone then
+ * copies. So every member gets the same bits, whatever the op.
+ *
+ * Every call blocks (like Gloo's): a non-blocking call is complete when it
+ * returns. A peer that dies or stalls ends the wait (shm_seg.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend_shm.h"
+#include "backend/shm_seg.h"
+#include "mem/reduce_host.h"
+
+#define SLOT ((size_t)256 * 1024) /* bytes per member, region and parity */
+
+typedef struct line {
+  dist__shm_flag gen; /* barriers passed */
+  int64_t word[2];    /* per parity: a number every member publishes with its round (all-to-all) */
+  char pad[64 - sizeof(dist__shm_flag) - 2 * sizeof(int64_t)];
+} line;
+_Static_assert(sizeof(line) == 64, "one cache line per member");
+
+struct dist__shm_data {
+  dist__shm_seg seg;
+  line *lines;
+  char *data;
+  int64_t gen, rounds; /* barriers and rounds so far: the same on every member */
+  int me, size;
+};
+
+dist_status dist__shm_data_open(dist__group *g) {
+  if (!dist__engine.shm_data || g->rank < 0 || g->size < 2 || !g->gloo) return DIST_SUCCESS;
+  size_t P = (size_t)g->size, bytes = P * sizeof(line) + 2 * (P + 1) * SLOT;
+  dist__shm_seg seg;
+  DIST_CHECK(dist__shm_seg_open(g, "data", bytes, &seg));
+  if (!seg.map) return DIST_SUCCESS;
+  struct dist__shm_data *d = calloc(1, sizeof *d);
+  if (!d) { /* (this member alone stays on Gloo: the others wait for it in vain, as for any lost member) */
+    dist__shm_seg_close(&seg);
+    return dist__error(DIST_ERR_NO_MEMORY, "group '%s': its shared-memory engine", g->name);
+  }
+  d->seg = seg, d->lines = seg.map, d->data = (char *)seg.map + P * sizeof(line), d->me = g->rank, d->size = g->size;
+  g->shm = d;
+  dist_log(DIST_LOG_DEBUG, "group '%s': host collectives through shared memory (%zu bytes)", g->name, bytes);
+  return DIST_SUCCESS;
+}
+
+void dist__shm_data_close(dist__group *g) {
+  if (!g->shm) return;
+  dist__shm_seg_close(&g->shm->seg);
+  free(g->shm);
+  g->shm = NULL;
+}
+
+/* ---- rounds -------------------------------------------------------------------- */
+
+static char *region(const struct dist__shm_data *d, int par, int r) {
+  return d->data + ((size_t)par * (size_t)(d->size + 1) + (size_t)r) * SLOT;
+}
+static char *slot(const struct dist__shm_data *d, int par, int r) { return region(d, par, r); }
+static char *out(const struct dist__shm_data *d, int par) { return region(d, par, d->size); }
+/* A slot split in one part per member (each 64-byte aligned). */
+static size_t part(const struct dist__shm_data *d) { return (SLOT / (size_t)d->size) & ~(size_t)63; }
+
+/* The parity of the next round. */
+static int next_round(struct dist__shm_data *d) { return (int)(d->rounds++ & 1); }
+
+static dist_status barrier_(struct dist__shm_data *d, const char *call) {
+  int64_t k = ++d->gen;
+  dist__shm_flag_raise(&d->lines[d->me].gen, k);
+  double t0 = dist__shm_seconds();
+  for (int j = 1; j < d->size; j++) {
+    int peer = (d->me + j) % d->size;
+    DIST_CHECK(dist__shm_flag_wait(&d->seg, &d->lines[peer].gen, k, peer, t0, call, "a shared-memory collective"));
+  }
+  return DIST_SUCCESS;
+}
+
+static size_t min_(size_t a, size_t b) { return a < b ? a : b; }
+/* The rounds of `bytes` in pieces of `piece`. */
+static size_t rounds_of(size_t bytes, size_t piece) { return (bytes + piece - 1) / piece; }
+
+/* Bytes [at, at + piece) of a block of `bytes`, clipped: how many there are. */
+static size_t clip(size_t bytes, size_t at, size_t piece) { return at >= bytes ? 0 : min_(piece, bytes - at); }
+
+/* Every member's send reduced into recv (all members, or only `root` when
+ * root >= 0). */
+static dist_status reduce_rounds(struct dist__shm_data *d, const char *call, const void *send, void *recv, size_t n,
+                                 dist_dtype t, dist_reduce_op op, int root) {
+  size_t es = dist_dtype_size(t), per = SLOT / es;
+  for (size_t off = 0; off < n; off += per) {
+    size_t len = min_(per, n - off);
+    int par = next_round(d);
+    memcpy(slot(d, par, d->me), (const char *)send + off * es, len * es);
+    DIST_CHECK(barrier_(d, call));
+    size_t lo = len * (size_t)d->me / (size_t)d->size, hi = len * (size_t)(d->me + 1) / (size_t)d->size;
+    if (hi > lo) {
+      char *o = out(d, par) + lo * es;
+      memcpy(o, slot(d, par, 0) + lo * es, (hi - lo) * es);
+      for (int r = 1; r < d->size; r++) dist__reduce_host(o, slot(d, par, r) + lo * es, hi - lo, t, op);
+    }
+    DIST_CHECK(barrier_(d, call));
+    if (root < 0 || root == d->me) memcpy((char *)recv + off * es, out(d, par), len * es);
+  }
+  return DIST_SUCCESS;
+}
+
+/* ---- the ops ------------------------------------------------------------------- */
+
+static int can_reduce(dist_dtype t, dist_reduce_op op) {
+  return !dist__dtype_is16(t) && op != DIST_AVG && dist__reduce_host_can(t, op);
+}
+
+static dist_status all_reduce(dist__group *g, const void *send, void *recv, size_t count, dist_dtype t,
+                              dist_reduce_op op, dist__pending *p) {
+  (void)p;
+  return reduce_rounds(g->shm, "all-reduce (shared memory)", send, recv, count, t, op, -1);
+}
+
+static dist_status reduce(dist__group *g, const void *send, void *recv, size_t count, dist_dtype t,
+                          dist_reduce_op op, int root) {
+  return reduce_rounds(g->shm, "reduce (shared memory)", send, recv, count, t, op, root);
+}
+
+static dist_status sum16(dist__group *g, void *buf, size_t count, dist_dtype t, dist__pending *p) {
+  (void)p;
+  return reduce_rounds(g->shm, "16-bit sum (shared memory)", buf, buf, count, t, DIST_SUM, -1);
+}
+
+static dist_status broadcast(dist__group *g, void *buf, size_t count, dist_dtype t, int root) {
+  struct dist__shm_data *d = g->shm;
+  size_t bytes = count * dist_dtype_size(t);
+  for (size_t at = 0; at < bytes; at += SLOT) {
+    size_t len = min_(SLOT, bytes - at);
+    int par = next_round(d);
+    if (d->me == root) memcpy(slot(d, par, root), (char *)buf + at, len);
+    DIST_CHECK(barrier_(d, "broadcast (shared memory)"));
+    if (d->me != root) memcpy((char *)buf + at, slot(d, par, root), len);
+  }
+  return DIST_SUCCESS;
+}
+
+/* Each member's block to every member (root < 0) or to the root. */
+static dist_status gather_rounds(dist__group *g, const char *call, const void *send, void *recv, const size_t *counts,
+                                 const size_t *displs, dist_dtype t, int root) {
+  struct dist__shm_data *d = g->shm;
+  size_t es = dist_dtype_size(t), most = 0;
+  for (int r = 0; r < d->size; r++) most = counts[r] > most ? counts[r] : most;
+  size_t T = rounds_of(most * es, SLOT);
+  for (size_t k = 0; k < T; k++) {
+    size_t at = k * SLOT;
+    int par = next_round(d);
+    memcpy(slot(d, par, d->me), (const char *)send + at, clip(counts[d->me] * es, at, SLOT));
+    DIST_CHECK(barrier_(d, call));
+    if (root >= 0 && root != d->me) continue;
+    for (int r = 0; r < d->size; r++)
+      memcpy((char *)recv + displs[r] * es + at, slot(d, par, r), clip(counts[r] * es, at, SLOT));
+  }
+  return DIST_SUCCESS;
+}
+
+static dist_status all_gather_v(dist__group *g, const void *send, void *recv, const size_t *counts,
+                                const size_t *displs, dist_dtype t, dist__pending *p) {
+  (void)p;
+  return gather_rounds(g, "all-gather (shared memory)", send, recv, counts, displs, t, -1);
+}
+
+static dist_status gather_v(dist__group *g, const void *send, void *recv, const size_t *counts, const size_t *displs,
+                            dist_dtype t, int root) {
+  return gather_rounds(g, "gather (shared memory)", send, recv, counts, displs, t, root);
+}
+
+static dist_status scatter_v(dist__group *g, const void *send, void *recv, const size_t *counts, const size_t *displs,
+                             dist_dtype t, int root) {
+  struct dist__shm_data *d = g->shm;
+  size_t es = dist_dtype_size(t), b = part(d), most = 0;
+  for (int r = 0; r < d->size; r++) most = counts[r] > most ? counts[r] : most;
+  size_t T = rounds_of(most * es, b);
+  for (size_t k = 0; k < T; k++) {
+    size_t at = k * b;
+    int par = next_round(d);
+    if (d->me == root)
+      for (int q = 0; q < d->size; q++)
+        memcpy(slot(d, par, root) + (size_t)q * b, (const char *)send + displs[q] * es + at, clip(counts[q] * es, at, b));
+    DIST_CHECK(barrier_(d, "scatter (shared memory)"));
+    memcpy((char *)recv + at, slot(d, par, root) + (size_t)d->me * b, clip(counts[d->me] * es, at, b));
+  }
+  return DIST_SUCCESS;
+}
+
+/* Block q of every member's send reduced, in rank order, into member q's recv. */
+static dist_status reduce_scatter_v(dist__group *g, const void *send, void *recv, const size_t *counts,
+                                    const size_t *displs, dist_dtype t, dist_reduce_op op) {
+  struct dist__shm_data *d = g->shm;
+  size_t es = dist_dtype_size(t), b = part(d) / es * es, most = 0;
+  for (int r = 0; r < d->size; r++) most = counts[r] > most ? counts[r] : most;
+  size_t T = rounds_of(most * es, b), mine = counts[d->me] * es;
+  for (size_t k = 0; k < T; k++) {
+    size_t at = k * b;
+    int par = next_round(d);
+    for (int q = 0; q < d->size; q++)
+      memcpy(slot(d, par, d->me) + (size_t)q * b, (const char *)send + displs[q] * es + at, clip(counts[q] * es, at, b));
+    DIST_CHECK(barrier_(d, "reduce-scatter (shared memory)"));
+    size_t len = clip(mine, at, b);
+    if (!len) continue;
+    char *o = (char *)recv + at;
+    memcpy(o, slot(d, par, 0) + (size_t)d->me * b, len);
+    for (int r = 1; r < d->size; r++) dist__reduce_host(o, slot(d, par, r) + (size_t)d->me * b, len / es, t, op);
+  }
+  return DIST_SUCCESS;
+}
+
+/* Each member's own counts: the number of rounds travels with round 0 (the
+ * parity's word), and every member runs the largest. */
+static dist_status all_to_all_v(dist__group *g, const void *send, const size_t *sc, const size_t *sd, void *recv,
+                                const size_t *rc, const size_t *rd, dist_dtype t, dist__pending *p) {
+  (void)p;
+  struct dist__shm_data *d = g->shm;
+  const char *call = "all-to-all (shared memory)";
+  size_t es = dist_dtype_size(t), b = part(d), most = 0;
+  for (int r = 0; r < d->size; r++) {
+    most = sc[r] > most ? sc[r] : most;
+    most = rc[r] > most ? rc[r] : most;
+  }
+  size_t T = rounds_of(most * es, b);
+  for (size_t k = 0; k < (T ? T : 1); k++) {
+    size_t at = k * b;
+    int par = next_round(d);
+    for (int q = 0; q < d->size; q++)
+      memcpy(slot(d, par, d->me) + (size_t)q * b, (const char *)send + sd[q] * es + at, clip(sc[q] * es, at, b));
+    if (k == 0) d->lines[d->me].word[par] = (int64_t)T; /* published by the barrier's release */
+    DIST_CHECK(barrier_(d, call));
+    if (k == 0)
+      for (int r = 0; r < d->size; r++) {
+        size_t theirs = (size_t)d->lines[r].word[par];
+        T = theirs > T ? theirs : T;
+      }
+    for (int r = 0; r < d->size; r++)
+      memcpy((char *)recv + rd[r] * es + at, slot(d, par, r) + (size_t)d->me * b, clip(rc[r] * es, at, b));
+  }
+  return DIST_SUCCESS;
+}
+
+static dist_status barrier(dist__group *g) { return barrier_(g->shm, "barrier (shared memory)"); }
+
+/* Every call above completes before returning. */
+static dist_status wait(dist__pending *p) {
+  (void)p;
+  return DIST_SUCCESS;
+}
+static dist_status test(dist__pending *p, int *done) {
+  (void)p;
+  *done = 1;
+  return DIST_SUCCESS;
+}
+
+const dist__backend dist__backend_shm = {
+    "shm", can_reduce, all_reduce, broadcast, reduce, all_gather_v, reduce_scatter_v,
+    gather_v, scatter_v, all_to_all_v, barrier, wait, test, NULL, sum16, NULL, NULL,
+};

@@ -1,0 +1,132 @@
+/* Shared-memory segments and flags of a group on one node (shm_seg.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend/engine.h"
+#include "backend/shm_seg.h"
+#include "backend/wait.h"
+#ifdef HAVE_GLOO
+#include "backend/gloo.h"
+#endif
+
+#ifdef HAVE_GLOO
+/* Every member's `bytes` bytes, through the group's Gloo context. */
+static dist_status gloo_gather(const struct dist__group *g, const void *mine, size_t bytes, void *all) {
+  size_t *b = malloc(sizeof *b * (size_t)g->size);
+  if (!b) return dist__error(DIST_ERR_NO_MEMORY, "group '%s': a shared segment's counts", g->name);
+  for (int q = 0; q < g->size; q++) b[q] = bytes;
+  dist_status s = dist__gloo_all_gather_v(g->gloo, mine, all, b);
+  free(b);
+  return s;
+}
+#endif
+
+dist_status dist__shm_seg_open(const struct dist__group *g, const char *kind, size_t bytes, dist__shm_seg *seg) {
+  memset(seg, 0, sizeof *seg);
+#ifndef HAVE_GLOO
+  (void)g, (void)kind, (void)bytes;
+  return DIST_SUCCESS;
+#else
+  if (!g->gloo || dist__engine.node_leader < 0) return DIST_SUCCESS;
+  int P = g->size;
+  int64_t mine[2] = {dist__engine.node_leader, (int64_t)getpid()}, *all = malloc(sizeof mine * (size_t)P);
+  int64_t *flags = malloc(sizeof *flags * (size_t)P);
+  if (!all || !flags) {
+    free(all), free(flags);
+    return dist__error(DIST_ERR_NO_MEMORY, "group '%s': its shared segment's members", g->name);
+  }
+  dist_status s = gloo_gather(g, mine, sizeof mine, all);
+  int shared = !s;
+  for (int q = 0; shared && q < P; q++) shared = all[2 * q] == all[0];
+  if (!shared) return free(all), free(flags), s;
+  /* One name per group, kind and job: member 0's process id and the group's place in the table. */
+  char name[96];
+  snprintf(name, sizeof name, "/distmgr-%s-%lld-%d", kind, (long long)all[1], g->index);
+  void *map = MAP_FAILED;
+  int ok = 1, fd = -1;
+  if (g->rank == 0) {
+    (void)shm_unlink(name); /* a stale one, from a process that had this id before */
+    fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    ok = fd >= 0 && ftruncate(fd, (off_t)bytes) == 0; /* zero-filled */
+  }
+  for (int step = 0; step < 2 && !s; step++) { /* 0: member 0 made it; 1: every member mapped it */
+    if (step == 1 && g->rank != 0 && ok) fd = shm_open(name, O_RDWR, 0600), ok = fd >= 0;
+    if (step == 1 && ok) ok = (map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) != MAP_FAILED;
+    int64_t flag = ok;
+    s = gloo_gather(g, &flag, sizeof flag, flags);
+    for (int q = 0; !s && q < P; q++) ok = ok && flags[q];
+  }
+  free(flags);
+  if (fd >= 0) close(fd);
+  if (g->rank == 0) (void)shm_unlink(name); /* mapped where it worked; the name is not needed again */
+  int64_t *pids = ok && !s ? malloc(sizeof *pids * (size_t)P) : NULL;
+  if (pids) {
+    for (int q = 0; q < P; q++) pids[q] = all[2 * q + 1];
+    seg->map = map, seg->bytes = bytes, seg->pids = pids;
+  } else {
+    /* (a member short of memory here waits alone: the others' waits time out, as any lost member's) */
+    if (map != MAP_FAILED) munmap(map, bytes);
+    if (!s) dist_log(DIST_LOG_DEBUG, "group '%s': no shared %s segment (%zu bytes)", g->name, kind, bytes);
+  }
+  free(all);
+  return s;
+#endif
+}
+
+void dist__shm_seg_close(dist__shm_seg *seg) {
+  if (seg->map) munmap(seg->map, seg->bytes);
+  free(seg->pids);
+  memset(seg, 0, sizeof *seg);
+}
+
+double dist__shm_seconds(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static long futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *timeout) {
+  return syscall(SYS_futex, (uint32_t *)word, op, val, timeout, NULL, 0); /* shared: not FUTEX_PRIVATE_FLAG */
+}
+
+void dist__shm_flag_raise(dist__shm_flag *f, int64_t v) {
+  atomic_store_explicit(&f->value, v, memory_order_release);
+  atomic_store(&f->seq, (uint32_t)v); /* seq_cst: a waiter counted itself, or sees v */
+  if (atomic_load(&f->waiters)) (void)futex(&f->seq, FUTEX_WAKE, INT32_MAX, NULL);
+}
+
+static int reached(dist__shm_flag *f, int64_t v) { return atomic_load_explicit(&f->value, memory_order_acquire) >= v; }
+
+dist_status dist__shm_flag_wait(const dist__shm_seg *seg, dist__shm_flag *f, int64_t v, int peer, double t0,
+                                const char *call, const char *what) {
+  for (int i = 0; i < 2000; i++)
+    if (reached(f, v)) return DIST_SUCCESS;
+  double limit = dist__engine.timeout;
+  while (!reached(f, v)) {
+    atomic_fetch_add(&f->waiters, 1);
+    uint32_t seen = atomic_load(&f->seq);
+    if (!reached(f, v)) (void)futex(&f->seq, FUTEX_WAIT, seen, &(struct timespec){0, 10000000});
+    atomic_fetch_sub(&f->waiters, 1);
+    if (reached(f, v)) break;
+    pid_t pid = (pid_t)seg->pids[peer];
+    if (kill(pid, 0) && errno == ESRCH)
+      return dist__break(dist__error(DIST_ERR_ABORTED,
+                                     "%s: rank %d of the group (process %d on this node) is gone while the others "
+                                     "waited for it in %s (a peer process left or died)",
+                                     call, peer, (int)pid, what));
+    double t = dist__shm_seconds() - t0;
+    if (limit > 0 && t > limit)
+      return dist__break(dist__error(DIST_ERR_TIMEOUT, "%s: rank %d of the group did not reach %s within DIST_TIMEOUT=%g s",
+                                     call, peer, what, limit));
+  }
+  return DIST_SUCCESS;
+}

@@ -1,0 +1,51 @@
+/* Shared memory between the members of a group on one node, in launches
+ * without MPI (Gloo): a POSIX segment that member 0 creates and unlinks as
+ * soon as every member has mapped it (nothing is left in /dev/shm, even
+ * after a crash past that point), and flags that one member raises and the
+ * others wait on. The check round (round_shm.c) and the shared-memory data
+ * engine (backend_shm.c) are built on them. */
+#ifndef DISTMGR_SHM_SEG_H
+#define DISTMGR_SHM_SEG_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/internal.h"
+
+struct dist__group;
+
+typedef struct dist__shm_seg {
+  void *map;     /* NULL: no segment (members on several nodes, or a member could not map it) */
+  size_t bytes;
+  int64_t *pids; /* every member's process: a peer that is gone ends a wait */
+} dist__shm_seg;
+
+/* Collective over g's members, through its Gloo context: a zero-filled
+ * segment of `bytes` when every member shares this node
+ * (dist__engine.node_leader) and every member mapped it; else seg->map is
+ * NULL on every member. `kind` tells the segments of one group apart. An
+ * error only when the Gloo exchange failed. */
+dist_status dist__shm_seg_open(const struct dist__group *g, const char *kind, size_t bytes, dist__shm_seg *seg);
+void dist__shm_seg_close(dist__shm_seg *seg); /* local */
+
+/* A counter in the segment that only its owner raises. */
+typedef struct dist__shm_flag {
+  _Atomic int64_t value;
+  _Atomic uint32_t seq, waiters; /* a waiter sleeps on seq (a futex) once counted in waiters */
+} dist__shm_flag;
+
+/* Raise my flag to v (release: what I wrote before is visible to whoever
+ * sees v) and wake the members asleep on it. */
+void dist__shm_flag_raise(dist__shm_flag *f, int64_t v);
+/* Wait until member `peer`'s flag f reaches v (acquire). Spins a little,
+ * then sleeps on the flag: a spinning waiter takes the core its peer
+ * needs. Every 10 ms asleep it checks that the peer is alive: one that is
+ * gone ends the wait at once, naming it; DIST_TIMEOUT, counted from t0
+ * (dist__shm_seconds()), bounds the rest. Both break the job (dist__break).
+ * `what` names the place in messages ("a check round"). */
+dist_status dist__shm_flag_wait(const dist__shm_seg *seg, dist__shm_flag *f, int64_t v, int peer, double t0,
+                                const char *call, const char *what);
+double dist__shm_seconds(void);
+
+#endif
