@@ -782,6 +782,85 @@ static double now(void) {
 
 /* No member leaves the barrier before the last one (delayed on purpose)
  * entered. Clock readings are only compared between ranks of one node. */
+/* Buffers larger than one round of the shared-memory engine (256 KiB per
+ * member), with uneven sizes, so that every call runs several rounds whose
+ * last one is partial and whose blocks run out at different rounds: every
+ * engine must give the same values. Small integers: every sum is exact. */
+static float big_val(long r, long i) { return (float)((r * 7 + i) % 1000); }
+
+static int big_mismatches(const float *got, long n, long r, long from) {
+  int bad = 0;
+  for (long i = 0; i < n; i++) bad += got[i] != big_val(r, from + i);
+  return bad;
+}
+
+static void test_large_rounds(void) {
+  long n = 100003, sizes[MAXW], off[MAXW + 1];
+  int64_t sz[MAXW];
+  off[0] = 0;
+  for (int r = 0; r < W; r++) sizes[r] = 65536 + 40009L * r, sz[r] = sizes[r], off[r + 1] = off[r] + sizes[r];
+  float *a = malloc(sizeof *a * (size_t)(off[W] + n)), *b = malloc(sizeof *b * (size_t)(off[W] + n));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+  /* all-reduce: the sum of every rank's values */
+  for (long i = 0; i < n; i++) a[i] = big_val(R, i);
+  dist_tensor t = dist_tensor_host(a, DIST_F32, 1, (int64_t[1]){n});
+  ASSERT_OK(dist_all_reduce(NULL, &t, DIST_SUM));
+  int bad = 0;
+  for (long i = 0; i < n; i++) {
+    double want = 0;
+    for (int r = 0; r < W; r++) want += big_val(r, i);
+    bad += a[i] != (float)want;
+  }
+  CU_ASSERT_EQUAL(bad, 0);
+  /* broadcast from the last rank */
+  for (long i = 0; i < n; i++) a[i] = R == W - 1 ? big_val(W - 1, i) : -1.0f;
+  ASSERT_OK(dist_broadcast(NULL, &t, W - 1));
+  CU_ASSERT_EQUAL(big_mismatches(a, n, W - 1, 0), 0);
+  /* all-gather-v and gather-v: block r is rank r's values */
+  for (long i = 0; i < sizes[R]; i++) a[i] = big_val(R, i);
+  dist_tensor in = dist_tensor_host(a, DIST_F32, 1, (int64_t[1]){sizes[R]});
+  dist_tensor out = dist_tensor_host(b, DIST_F32, 1, (int64_t[1]){off[W]});
+  for (int k = 0; k < 2; k++) {
+    for (long i = 0; i < off[W]; i++) b[i] = -1.0f;
+    ASSERT_OK(k ? dist_gather_v(NULL, &in, &out, 0, sz, 0) : dist_all_gather_v(NULL, &in, &out, 0, sz));
+    for (int r = 0; (k == 0 || R == 0) && r < W; r++) CU_ASSERT_EQUAL(big_mismatches(b + off[r], sizes[r], r, 0), 0);
+  }
+  /* scatter-v from the last rank: block r to rank r */
+  for (int r = 0; r < W; r++)
+    for (long i = 0; i < sizes[r]; i++) a[off[r] + i] = big_val(r, i);
+  dist_tensor all = dist_tensor_host(a, DIST_F32, 1, (int64_t[1]){off[W]});
+  dist_tensor mine = dist_tensor_host(b, DIST_F32, 1, (int64_t[1]){sizes[R]});
+  ASSERT_OK(dist_scatter_v(NULL, &all, &mine, 0, sz, W - 1));
+  CU_ASSERT_EQUAL(big_mismatches(b, sizes[R], R, 0), 0);
+  /* reduce-scatter-v: rank R keeps the sum of block R */
+  for (long i = 0; i < off[W]; i++) a[i] = big_val(R, i);
+  ASSERT_OK(dist_reduce_scatter_v(NULL, &all, &mine, 0, sz, DIST_SUM));
+  bad = 0;
+  for (long i = 0; i < sizes[R]; i++) {
+    double want = 0;
+    for (int r = 0; r < W; r++) want += big_val(r, off[R] + i);
+    bad += b[i] != (float)want;
+  }
+  CU_ASSERT_EQUAL(bad, 0);
+  /* all-to-all-v: rank r sends rank q 30000 + 9001 ((r + q) mod W) + 5 r values of big_val(r W + q, .) */
+  int64_t send[MAXW], recv[MAXW];
+  long so = 0, ro = 0;
+  for (int q = 0; q < W; q++) {
+    send[q] = 30000 + 9001L * ((R + q) % W) + 5L * R, recv[q] = 30000 + 9001L * ((q + R) % W) + 5L * q;
+    for (long i = 0; i < send[q]; i++) a[so + i] = big_val((long)R * W + q, i);
+    so += send[q], ro += recv[q];
+  }
+  dist_tensor ain = dist_tensor_host(a, DIST_F32, 1, (int64_t[1]){so}), aout = dist_tensor_host(b, DIST_F32, 1, (int64_t[1]){ro});
+  ASSERT_OK(dist_all_to_all_v(NULL, &ain, &aout, 0, send, recv));
+  ro = 0;
+  for (int r = 0; r < W; r++) {
+    CU_ASSERT_EQUAL(big_mismatches(b + ro, recv[r], (long)r * W + R, 0), 0);
+    ro += recv[r];
+  }
+  free(a), free(b);
+}
+
 static void test_barrier(void) {
   int node = 0, nodes[64];
   ASSERT_OK(dist_manager_node(&node));
@@ -1538,6 +1617,7 @@ static const coll_case CASES[] = {
     {"data movement", "reduce_scatter_v",                                 test_reduce_scatter_v,     1, MAXW, BOTH},
     {"data movement", "all_to_all(_v)",                                   test_all_to_all,           1, MAXW, BOTH},
     {"data movement", "barrier",                                          test_barrier,              1, MAXW, HOST},
+    {"data movement", "large uneven buffers (several shared-memory rounds)", test_large_rounds,   1, MAXW, HOST},
     {"non-blocking",  "several in flight, any order",                     test_nonblocking,          1, MAXW, BOTH},
     {"non-blocking",  "all_reduce_start + wait",                          test_start_wait,           1, MAXW, BOTH},
     {"non-blocking",  "free in flight",                                   test_free_in_flight,       1, MAXW, BOTH},

@@ -24,7 +24,7 @@ int share_all_reduce(float *buf, long long n) {
   return dist_all_reduce(NULL, &t, DIST_SUM);
 }
 
-/* The host engine distmgr runs on: "gloo" under torchrun. */
+/* The host engine distmgr runs on: "shm" or "gloo" under torchrun. */
 const char *share_engine(void) {
   const char *name = "?";
   return dist_coll_backend(NULL, DIST_MEM_HOST, &name) ? "?" : name;
