@@ -21,7 +21,9 @@
  * (torch.distributed's Gloo all-reduce) under torchrun, one launch each, over
  * the same sizes; its rows set them beside the direct MPI times of the
  * DIST_VERIFY=1 launch (MPI's do not depend on it; bench/gloo runs with the
- * default, 1). Skipped, saying so, in a build without Gloo or without torch.
+ * default, 1). bench/gloo runs twice: with DIST_SHM=off (Gloo's TCP) and,
+ * from 2 ranks, with DIST_SHM=auto (the shared-memory engine, one node).
+ * Skipped, saying so, in a build without Gloo or without torch.
  *
  * Usage: bench/collectives [--ranks 2,4] [--min-bytes 4096] [--max-bytes 67108864]
  *                          [--rounds 5] [--quick]          (LAUNCHER as for make check)
@@ -382,7 +384,7 @@ static void print_ratios(const worst_line *w, int nw) {
 /* The worst ratios from TARGET_FROM_BYTES up at one rank count; 0: none measured. */
 typedef struct gloo_worst {
   int np;
-  double vs_mpi[OP_COUNT], ar_vs_torch;
+  double vs_mpi[OP_COUNT], ar_vs_torch, shm_vs_mpi[OP_COUNT], shm_vs_gloo[OP_COUNT];
 } gloo_worst;
 
 /* Run cmd under torchrun; fill t from its "OP BYTES US" lines, the rest to stderr. */
@@ -418,32 +420,41 @@ static int gloo_leg(const char *torchrun, int np, const options *o, const us_tab
   }
   int limit = o->quick ? 120 : 1800;
   char args[128], cmd[8192];
-  us_table gloo = {{0}}, torch = {{0}};
+  us_table gloo = {{0}}, shm = {{0}}, torch = {{0}};
   snprintf(args, sizeof args, "--min-bytes %lld --max-bytes %lld --rounds %d", gmin, gmax, o->rounds);
-  snprintf(cmd, sizeof cmd, "%s %d %s/bench/gloo %s", torchrun, np, BUILDDIR, args);
+  snprintf(cmd, sizeof cmd, "env DIST_SHM=off %s %d %s/bench/gloo %s", torchrun, np, BUILDDIR, args);
   if (run_timed(cmd, o, limit, gloo)) return fprintf(stderr, "bench/collectives: bench/gloo at %d ranks failed\n", np), -1;
+  /* The same without MPI, through the shared-memory engine (one node, DIST_SHM=auto). */
+  snprintf(cmd, sizeof cmd, "env DIST_SHM=auto %s %d %s/bench/gloo %s", torchrun, np, BUILDDIR, args);
+  if (np > 1 && run_timed(cmd, o, limit, shm))
+    return fprintf(stderr, "bench/collectives: bench/gloo (shm) at %d ranks failed\n", np), -1;
   snprintf(cmd, sizeof cmd, "%s %d %s %s/bench/gloo_torch.py %s", torchrun, np, BENCH_PYTHON, SRCDIR, args);
   if (run_timed(cmd, o, limit, torch))
     return fprintf(stderr, "bench/collectives: bench/gloo_torch.py at %d ranks failed\n", np), -1;
 
-  *gw = (gloo_worst){np, {0, 0}, 0};
-  printf("%-13s %3s %6s %10s %12s %12s %12s %9s %10s\n", "gloo leg", "np", "", "bytes", "MPI_us", "dist_gloo_us",
-         "torch_us", "gloo/MPI", "gloo/torch");
+  *gw = (gloo_worst){np, {0, 0}, 0, {0, 0}, {0, 0}};
+  printf("%-13s %3s %6s %10s %12s %12s %12s %12s %9s %10s %8s %9s\n", "gloo leg", "np", "", "bytes", "MPI_us",
+         "dist_gloo_us", "torch_us", "dist_shm_us", "gloo/MPI", "gloo/torch", "shm/MPI", "shm/gloo");
   for (int op = 0; op < OP_COUNT; op++)
     for (long long bytes = gmin; bytes <= gmax; bytes *= 4) {
       int k = size_index(o, bytes);
       double g = k >= 0 ? gloo[op][k] : 0, m = k >= 0 ? mpi_us[op][k] : 0, t = k >= 0 ? torch[op][k] : 0;
+      double h = k >= 0 ? shm[op][k] : 0;
       if (g <= 0) continue;
-      double vs_mpi = m > 0 ? g / m : 0, vs_torch = t > 0 ? g / t : 0;
+      double vs_mpi = m > 0 ? g / m : 0, vs_torch = t > 0 ? g / t : 0, h_mpi = h > 0 && m > 0 ? h / m : 0,
+             h_gloo = h > 0 ? h / g : 0;
       if (bytes >= TARGET_FROM_BYTES) {
         if (vs_mpi > gw->vs_mpi[op]) gw->vs_mpi[op] = vs_mpi;
         if (vs_torch > gw->ar_vs_torch) gw->ar_vs_torch = vs_torch;
+        if (h_mpi > gw->shm_vs_mpi[op]) gw->shm_vs_mpi[op] = h_mpi;
+        if (h_gloo > gw->shm_vs_gloo[op]) gw->shm_vs_gloo[op] = h_gloo;
       }
-      char c_mpi[32], c_torch[32], r_mpi[32], r_torch[32];
-      cell(c_mpi, sizeof c_mpi, "%.1f", m), cell(c_torch, sizeof c_torch, "%.1f", t);
+      char c_mpi[32], c_torch[32], c_shm[32], r_mpi[32], r_torch[32], r_hm[32], r_hg[32];
+      cell(c_mpi, sizeof c_mpi, "%.1f", m), cell(c_torch, sizeof c_torch, "%.1f", t), cell(c_shm, sizeof c_shm, "%.1f", h);
       cell(r_mpi, sizeof r_mpi, "%.3f", vs_mpi), cell(r_torch, sizeof r_torch, "%.3f", vs_torch);
-      printf("%-13s %3d %6s %10lld %12s %12.1f %12s %9s %10s\n", op_names[op], np, "", bytes, c_mpi, g, c_torch, r_mpi,
-             r_torch);
+      cell(r_hm, sizeof r_hm, "%.3f", h_mpi), cell(r_hg, sizeof r_hg, "%.3f", h_gloo);
+      printf("%-13s %3d %6s %10lld %12s %12.1f %12s %12s %9s %10s %8s %9s\n", op_names[op], np, "", bytes, c_mpi, g,
+             c_torch, c_shm, r_mpi, r_torch, r_hm, r_hg);
     }
   fflush(stdout);
   return 0;
@@ -460,6 +471,15 @@ static void print_gloo_ratios(const gloo_worst *gw, int n) {
       bench_ratio(stdout, gw[i].ar_vs_torch, "target <= 1.0",
                   "gloo all_reduce distmgr-on-Gloo/torch-on-Gloo np=%d worst >=%lldKiB", gw[i].np,
                   TARGET_FROM_BYTES / KIB);
+    for (int op = 0; op < OP_COUNT; op++) {
+      if (gw[i].shm_vs_gloo[op] > 0)
+        bench_ratio(stdout, gw[i].shm_vs_gloo[op], "target <= 0.5",
+                    "shm %s distmgr-on-shm/distmgr-on-Gloo np=%d worst >=%lldKiB", op_names[op], gw[i].np,
+                    TARGET_FROM_BYTES / KIB);
+      if (gw[i].shm_vs_mpi[op] > 0)
+        bench_ratio(stdout, gw[i].shm_vs_mpi[op], "target <= 2.0",
+                    "shm %s distmgr-on-shm/MPI np=%d worst >=%lldKiB", op_names[op], gw[i].np, TARGET_FROM_BYTES / KIB);
+    }
   }
 }
 

@@ -17,6 +17,7 @@
  * returns. A peer that dies or stalls ends the wait (shm_seg.h). */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend/backend_shm.h"
 #include "backend/shm_seg.h"
@@ -37,6 +38,7 @@ struct dist__shm_data {
   char *data;
   int64_t gen, rounds; /* barriers and rounds so far: the same on every member */
   int me, size;
+  double spin_s;       /* how long a barrier spins before it sleeps */
 };
 
 dist_status dist__shm_data_open(dist__group *g) {
@@ -51,6 +53,12 @@ dist_status dist__shm_data_open(dist__group *g) {
     return dist__error(DIST_ERR_NO_MEMORY, "group '%s': its shared-memory engine", g->name);
   }
   d->seg = seg, d->lines = seg.map, d->data = (char *)seg.map + P * sizeof(line), d->me = g->rank, d->size = g->size;
+  /* A core for every rank of the node: spin through a peer's usual lateness
+   * (waking from a futex costs 10-50 us); fewer cores: sleep soon and leave
+   * the core to the rank that is late. */
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int ranks = dist__engine.node_tasks > 0 ? dist__engine.node_tasks : g->size;
+  d->spin_s = cores >= ranks ? 200e-6 : 0;
   g->shm = d;
   dist_log(DIST_LOG_DEBUG, "group '%s': host collectives through shared memory (%zu bytes)", g->name, bytes);
   return DIST_SUCCESS;
@@ -82,7 +90,7 @@ static dist_status barrier_(struct dist__shm_data *d, const char *call) {
   double t0 = dist__shm_seconds();
   for (int j = 1; j < d->size; j++) {
     int peer = (d->me + j) % d->size;
-    DIST_CHECK(dist__shm_flag_wait(&d->seg, &d->lines[peer].gen, k, peer, t0, call, "a shared-memory collective"));
+    DIST_CHECK(dist__shm_flag_wait(&d->seg, &d->lines[peer].gen, k, peer, t0, d->spin_s, call, "a shared-memory collective"));
   }
   return DIST_SUCCESS;
 }

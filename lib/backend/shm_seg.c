@@ -107,9 +107,13 @@ void dist__shm_flag_raise(dist__shm_flag *f, int64_t v) {
 static int reached(dist__shm_flag *f, int64_t v) { return atomic_load_explicit(&f->value, memory_order_acquire) >= v; }
 
 dist_status dist__shm_flag_wait(const dist__shm_seg *seg, dist__shm_flag *f, int64_t v, int peer, double t0,
-                                const char *call, const char *what) {
+                                double spin_s, const char *call, const char *what) {
   for (int i = 0; i < 2000; i++)
     if (reached(f, v)) return DIST_SUCCESS;
+  if (spin_s > 0)
+    for (double until = dist__shm_seconds() + spin_s; dist__shm_seconds() < until;)
+      for (int i = 0; i < 256; i++)
+        if (reached(f, v)) return DIST_SUCCESS;
   double limit = dist__engine.timeout;
   while (!reached(f, v)) {
     atomic_fetch_add(&f->waiters, 1);

@@ -38,14 +38,15 @@ typedef struct dist__shm_flag {
 /* Raise my flag to v (release: what I wrote before is visible to whoever
  * sees v) and wake the members asleep on it. */
 void dist__shm_flag_raise(dist__shm_flag *f, int64_t v);
-/* Wait until member `peer`'s flag f reaches v (acquire). Spins a little,
- * then sleeps on the flag: a spinning waiter takes the core its peer
- * needs. Every 10 ms asleep it checks that the peer is alive: one that is
+/* Wait until member `peer`'s flag f reaches v (acquire). Spins a little
+ * (and `spin_s` seconds more), then sleeps on the flag: a spinning waiter
+ * takes the core its peer needs, but waking from a sleep costs tens of
+ * microseconds. Every 10 ms asleep it checks that the peer is alive: one that is
  * gone ends the wait at once, naming it; DIST_TIMEOUT, counted from t0
  * (dist__shm_seconds()), bounds the rest. Both break the job (dist__break).
  * `what` names the place in messages ("a check round"). */
 dist_status dist__shm_flag_wait(const dist__shm_seg *seg, dist__shm_flag *f, int64_t v, int peer, double t0,
-                                const char *call, const char *what);
+                                double spin_s, const char *call, const char *what);
 double dist__shm_seconds(void);
 
 #endif
