@@ -100,6 +100,28 @@ if [ -x "$gloo" ]; then
     bare "$gloo" 3 DIST_TIMEOUT=3 TORCHRUN_GLOO_QUIT=connect
   refuse "Gloo: a rank quits before the first collective" "all-reduce: Gloo all-reduce:" 20 \
     bare "$gloo" 3 DIST_TIMEOUT=3 TORCHRUN_GLOO_QUIT=collective
+  # The shared-memory engine's own waits (DIST_VERIFY=0: no check round
+  # before the data): the last rank dies, or stalls, before an all-reduce;
+  # the others fail at once naming it, or at DIST_TIMEOUT.
+  for how in dies stalls; do
+    t0=$(date +%s)
+    if [ $how = dies ]; then
+      out=$(bare "$coll" 4 DIST_TIMEOUT=20 DIST_VERIFY=0 TORCHRUN_COLL_QUIT=1 2>&1)
+      rc=$? want="is gone while the others waited for it in a shared-memory collective"
+    else
+      out=$(bare "$coll" 4 DIST_TIMEOUT=3 DIST_VERIFY=0 TORCHRUN_COLL_QUIT=stall 2>&1)
+      rc=$? want="did not reach a shared-memory collective within DIST_TIMEOUT=3"
+    fi
+    dt=$(($(date +%s) - t0)) n=$(printf '%s\n' "$out" | grep -c "after the last rank died: .*$want")
+    # died: at once (the peer's process is gone), well before DIST_TIMEOUT=20; stall: after 3 s
+    if [ $rc -ne 0 ] && [ "$n" -eq 3 ] && { [ $how = stalls ] || [ $dt -lt 15 ]; }; then
+      echo "ok   shared memory: the last rank $how before an all-reduce (DIST_VERIFY=0): the 3 others fail naming it ($dt s)"
+    else
+      echo "FAIL shared memory: the last rank $how before an all-reduce (exit $rc, $n of 3 ranks said so, $dt s)"
+      printf '%s\n' "$out" | tail -8 | sed 's/^/     /'
+      failures=$((failures + 1))
+    fi
+  done
   # The manager on Gloo: the last rank dies after initialize; the others'
   # next collective fails, each with a message, within DIST_TIMEOUT.
   t0=$(date +%s)

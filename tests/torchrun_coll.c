@@ -97,9 +97,12 @@ int main(void) {
   CHECK(dist_manager_rank(&rank) == DIST_SUCCESS && dist_manager_world_size(&size) == DIST_SUCCESS);
   CHECK(dist_manager_local_rank(&lrank) == DIST_SUCCESS && dist_manager_local_size(&lsize) == DIST_SUCCESS);
   CHECK(dist_manager_node_count(&nodes) == DIST_SUCCESS);
-  /* TORCHRUN_COLL_QUIT: the last rank dies without a word; every other rank's
-   * next collective must fail within DIST_TIMEOUT, never hang. */
-  if (getenv("TORCHRUN_COLL_QUIT") && size > 1) {
+  /* TORCHRUN_COLL_QUIT: the last rank dies without a word (=stall: it
+   * sleeps instead, alive, then exits); every other rank's next collective
+   * must fail within DIST_TIMEOUT, never hang. */
+  const char *quit = getenv("TORCHRUN_COLL_QUIT");
+  if (quit && size > 1) {
+    if (rank == size - 1 && !strcmp(quit, "stall")) sleep(8); /* past the others' DIST_TIMEOUT */
     if (rank == size - 1) _exit(3);
     float x = 1;
     int64_t one = 1;
