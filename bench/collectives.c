@@ -21,8 +21,8 @@
  * (torch.distributed's Gloo all-reduce) under torchrun, one launch each, over
  * the same sizes; its rows set them beside the direct MPI times of the
  * DIST_VERIFY=1 launch (MPI's do not depend on it; bench/gloo runs with the
- * default, 1). bench/gloo runs twice: with DIST_SHM=off (Gloo's TCP) and,
- * from 2 ranks, with DIST_SHM=auto (the shared-memory engine, one node).
+ * default, 1). bench/gloo runs twice: with DIST_SHM_DATA=off (Gloo's TCP) and,
+ * from 2 ranks, with DIST_SHM_DATA=auto (the shared-memory engine, one node).
  * Skipped, saying so, in a build without Gloo or without torch.
  *
  * Usage: bench/collectives [--ranks 2,4] [--min-bytes 4096] [--max-bytes 67108864]
@@ -422,10 +422,10 @@ static int gloo_leg(const char *torchrun, int np, const options *o, const us_tab
   char args[128], cmd[8192];
   us_table gloo = {{0}}, shm = {{0}}, torch = {{0}};
   snprintf(args, sizeof args, "--min-bytes %lld --max-bytes %lld --rounds %d", gmin, gmax, o->rounds);
-  snprintf(cmd, sizeof cmd, "env DIST_SHM=off %s %d %s/bench/gloo %s", torchrun, np, BUILDDIR, args);
+  snprintf(cmd, sizeof cmd, "env DIST_SHM_DATA=off %s %d %s/bench/gloo %s", torchrun, np, BUILDDIR, args);
   if (run_timed(cmd, o, limit, gloo)) return fprintf(stderr, "bench/collectives: bench/gloo at %d ranks failed\n", np), -1;
-  /* The same without MPI, through the shared-memory engine (one node, DIST_SHM=auto). */
-  snprintf(cmd, sizeof cmd, "env DIST_SHM=auto %s %d %s/bench/gloo %s", torchrun, np, BUILDDIR, args);
+  /* The same without MPI, through the shared-memory engine (one node, DIST_SHM_DATA=auto). */
+  snprintf(cmd, sizeof cmd, "env DIST_SHM_DATA=auto %s %d %s/bench/gloo %s", torchrun, np, BUILDDIR, args);
   if (np > 1 && run_timed(cmd, o, limit, shm))
     return fprintf(stderr, "bench/collectives: bench/gloo (shm) at %d ranks failed\n", np), -1;
   snprintf(cmd, sizeof cmd, "%s %d %s %s/bench/gloo_torch.py %s", torchrun, np, BENCH_PYTHON, SRCDIR, args);

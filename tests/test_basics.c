@@ -148,11 +148,11 @@ static void test_settings_line(void) {
  * at the offsets it gives: each shows the value a parse put there. */
 static void test_settings_must_match(void) {
   const char *env[] = {"DIST_VERIFY=0", "DIST_TIMEOUT=2.5", "DIST_RANKS_PER_NODE=3", "DIST_CUDA_BACKEND=staged",
-                       "DIST_INIT_METHOD=SINGLE", "DIST_STORE_SERVER=external", "DIST_ROUND=p2p", NULL};
+                       "DIST_INIT_METHOD=SINGLE", "DIST_STORE_SERVER=external", "DIST_ROUND=p2p", "DIST_SHM_DATA=off", NULL};
   dist__settings s;
   CU_ASSERT_EQUAL_FATAL(dist__settings_read(env, &s), DIST_SUCCESS);
   static const struct { const char *name; double value; } want[] = {
-      {"DIST_INIT_METHOD", DIST_LAUNCH_SINGLE}, {"DIST_RANKS_PER_NODE", 3}, {"DIST_VERIFY", 0}, {"DIST_ROUND", 0},
+      {"DIST_INIT_METHOD", DIST_LAUNCH_SINGLE}, {"DIST_RANKS_PER_NODE", 3}, {"DIST_VERIFY", 0}, {"DIST_ROUND", 0}, {"DIST_SHM_DATA", 0},
       {"DIST_CUDA_BACKEND", DIST__CUDA_STAGED}, {"DIST_TIMEOUT", 2.5}, {"DIST_STORE_SERVER", 1},
       {"DIST_HOST_ENGINE", DIST__HOST_AUTO}};
   int n = 0;
@@ -267,11 +267,12 @@ static void test_settings_invalid(void) {
   /* The message also quotes the offending value. */
   expect_bad_setting("DIST_INIT_METHOD=pbs", "pbs");
   expect_bad_setting("DIST_ROUND=shared", "DIST_ROUND");
+  expect_bad_setting("DIST_SHM_DATA=yes", "DIST_SHM_DATA");
 }
 
 static void test_settings_table(void) {
   int n = dist_settings_count();
-  CU_ASSERT_EQUAL(n, 14);
+  CU_ASSERT_EQUAL(n, 15);
   for (int i = 0; i < n; i++) {
     const dist_setting_info *info = dist_settings_get(i);
     CU_ASSERT_PTR_NOT_NULL_FATAL(info);

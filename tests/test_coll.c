@@ -1560,7 +1560,7 @@ static void test_backend_choice(void) {
     CU_ASSERT_PTR_NOT_NULL_FATAL(name);
     /* Without MPI a group of two or more on one node (here: every group,
      * unless nodes are simulated) moves host data through shared memory. */
-    const char *shm = getenv("DIST_SHM"), *per_node = getenv("DIST_RANKS_PER_NODE");
+    const char *shm = getenv("DIST_SHM_DATA"), *per_node = getenv("DIST_RANKS_PER_NODE");
     int shm_on = !(shm && !strcasecmp(shm, "off"));
     if (strcmp(HOST_ENGINE, "gloo") == 0 && per_node && shm_on) {
       CU_ASSERT(!strcmp(name, "shm") || !strcmp(name, "gloo"));

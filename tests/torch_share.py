@@ -34,8 +34,8 @@ def main():
     if (ranks[0], ranks[1]) != (rank, size):
         raise SystemExit(f"torch_share: distmgr says rank {ranks[0]} of {ranks[1]}, torch {rank} of {size}")
     engine = lib.share_engine().decode()
-    # Without MPI: shared memory on one node (DIST_SHM=auto, the default), else Gloo.
-    want = "gloo" if os.environ.get("DIST_SHM", "auto").lower() == "off" else "shm"
+    # Without MPI: shared memory on one node (DIST_SHM_DATA=auto, the default), else Gloo.
+    want = "gloo" if os.environ.get("DIST_SHM_DATA", "auto").lower() == "off" else "shm"
     if size > 1 and engine != want:
         raise SystemExit(f"torch_share: distmgr's host engine is {engine}, expected {want}")
 

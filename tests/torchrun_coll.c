@@ -117,8 +117,8 @@ int main(void) {
   if (lr && ls) CHECK(lrank == atoi(lr) && lsize == atoi(ls) && nodes == size / lsize);
   else CHECK(lrank == rank && lsize == size && nodes == 1);
   const char *backend = NULL;
-  /* One node and DIST_SHM=auto (the default): shared memory; else Gloo. */
-  const char *shm = getenv("DIST_SHM");
+  /* One node and DIST_SHM_DATA=auto (the default): shared memory; else Gloo. */
+  const char *shm = getenv("DIST_SHM_DATA");
   int want_shm = nodes == 1 && size > 1 && !(shm && !strcasecmp(shm, "off"));
   CHECK(dist_coll_backend(NULL, DIST_MEM_HOST, &backend) == DIST_SUCCESS && backend &&
         !strcmp(backend, want_shm ? "shm" : "gloo"));

@@ -82,7 +82,7 @@ dist_status dist_all_reduce_shared_grads(const char *group, dist_tensor *grads, 
 
 /* The engine that carries collectives on `memory` over `group`: for host
  * memory "mpi", or in launches without MPI (torchrun) "shm" (a group of two
- * or more members on one node, unless DIST_SHM=off) or "gloo"; for CUDA memory "nccl", or "staged" (host copies and MPI) when
+ * or more members on one node, unless DIST_SHM_DATA=off) or "gloo"; for CUDA memory "nccl", or "staged" (host copies and MPI) when
  * DIST_CUDA_BACKEND=staged, NCCL was not built, or two members of the group
  * drive the same GPU (NCCL refuses that). Fixed at the group's first device
  * use; an error if DIST_CUDA_BACKEND=nccl cannot serve the group. Local. */

@@ -25,7 +25,7 @@ typedef struct dist__engine_state {
   int up;                      /* the manager is initialized: control waits watch the fault channel */
   double timeout;              /* DIST_TIMEOUT in seconds; <= 0: off */
   int round_shm;               /* DIST_ROUND: groups on one node run their check round in shared memory */
-  int shm_data;                /* DIST_SHM: without MPI, groups on one node move host data through shared memory */
+  int shm_data;                /* DIST_SHM_DATA: without MPI, groups on one node move host data through shared memory */
   int cuda_backend;            /* DIST_CUDA_BACKEND (DIST__CUDA_*) */
   int node_tasks;              /* ranks on this node as the launcher says (0: unknown) */
   int node_leader;             /* launches without MPI: the lowest world rank of my node (-1: unknown) */

@@ -90,7 +90,7 @@ typedef struct dist__settings {
   int master_port;                /* DIST_MASTER_PORT */
   int verify;                     /* DIST_VERIFY: cross-rank argument check before collectives */
   int round_shm;                  /* DIST_ROUND: 1 = auto (shared memory on one node), 0 = p2p */
-  int shm_data;                   /* DIST_SHM: 1 = auto (node-local groups' host data through shared memory without MPI), 0 = off */
+  int shm_data;                   /* DIST_SHM_DATA: 1 = auto (node-local groups' host data through shared memory without MPI), 0 = off */
   int cuda_backend;               /* DIST_CUDA_BACKEND: DIST__CUDA_* */
   long long nb_allreduce_min;     /* DIST_NB_ALLREDUCE_MIN: bytes; DIST__NB_AUTO or DIST__NB_OFF */
   double timeout;                 /* DIST_TIMEOUT: seconds; 0 = off */

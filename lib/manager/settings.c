@@ -180,7 +180,7 @@ static const struct {
       "shared-memory window when all the group's members share one node, else point-to-point messages) or p2p "
       "(messages always)"},
      parse_round, AT(round_shm, INT), MATCH},
-    {{"DIST_SHM", "auto",
+    {{"DIST_SHM_DATA", "auto",
       "launches without MPI: host-memory collectives of a group whose members share one node go through a "
       "shared-memory segment (auto) instead of Gloo's TCP (off)"},
      parse_shm, AT(shm_data, INT), MATCH},
