@@ -1575,6 +1575,28 @@ static void test_backend_choice(void) {
   CU_ASSERT_EQUAL(dist_coll_backend(NULL, MEM->space, NULL), DIST_ERR_INVALID_ARGUMENT);
 }
 
+/* One member cannot take part in a group's shared segments (the check
+ * round's and the data's; a test fault site, as a failed allocation or a full
+ * /dev/shm): every member of that group stays on Gloo, and its collectives
+ * work. Under MPI: the group is on MPI as any other. */
+static void test_shm_refused(void) {
+  int W2 = W < 4 ? W : 4, ranks[4] = {0, 1, 2, 3}, without = cunit_mpi_launch_without_mpi();
+  /* skip 1: the check round's segment is made first; the data's is refused */
+  dist__fault_site = R == W2 - 1 ? "shm_seg" : NULL, dist__fault_skip = 1;
+  ASSERT_OK(dist_group_create_ranks("shm_refused", W2, ranks));
+  if (R == W2 - 1 && without) CU_ASSERT_PTR_NULL(dist__fault_site); /* the site was reached (MPI: no segment) */
+  dist__fault_site = NULL, dist__fault_skip = 0;
+  if (R >= W2) return;
+  const char *name = NULL;
+  ASSERT_OK(dist_coll_backend("shm_refused", DIST_MEM_HOST, &name));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(name);
+  CU_ASSERT_STRING_EQUAL(name, without ? "gloo" : "mpi");
+  float x[3] = {1, 2, 3};
+  dist_tensor t = dist_tensor_host(x, DIST_F32, 1, (int64_t[1]){3});
+  ASSERT_OK(dist_all_reduce("shm_refused", &t, DIST_SUM));
+  for (int i = 0; i < 3; i++) CU_ASSERT_EQUAL(x[i], (float)(W2 * (i + 1)));
+}
+
 /* ---- the cases ------------------------------------------------------------------ */
 
 enum { HOST = 1, DEVICE = 2, BOTH = 3 }; /* the memory a case runs in */
@@ -1618,6 +1640,7 @@ static const coll_case CASES[] = {
     {"data movement", "all_to_all(_v)",                                   test_all_to_all,           1, MAXW, BOTH},
     {"data movement", "barrier",                                          test_barrier,              1, MAXW, HOST},
     {"data movement", "large uneven buffers (several shared-memory rounds)", test_large_rounds,   1, MAXW, HOST},
+    {"engines",       "a member refuses the shared segments: Gloo",       test_shm_refused,          2, MAXW, HOST},
     {"non-blocking",  "several in flight, any order",                     test_nonblocking,          1, MAXW, BOTH},
     {"non-blocking",  "all_reduce_start + wait",                          test_start_wait,           1, MAXW, BOTH},
     {"non-blocking",  "free in flight",                                   test_free_in_flight,       1, MAXW, BOTH},

@@ -45,13 +45,10 @@ dist_status dist__shm_data_open(dist__group *g) {
   if (!dist__engine.shm_data || g->rank < 0 || g->size < 2 || !g->gloo) return DIST_SUCCESS;
   size_t P = (size_t)g->size, bytes = P * sizeof(line) + 2 * (P + 1) * SLOT;
   dist__shm_seg seg;
-  DIST_CHECK(dist__shm_seg_open(g, "data", bytes, &seg));
-  if (!seg.map) return DIST_SUCCESS;
+  /* Allocated first: a member without it refuses the segment, and every member stays on Gloo. */
   struct dist__shm_data *d = calloc(1, sizeof *d);
-  if (!d) { /* (this member alone stays on Gloo: the others wait for it in vain, as for any lost member) */
-    dist__shm_seg_close(&seg);
-    return dist__error(DIST_ERR_NO_MEMORY, "group '%s': its shared-memory engine", g->name);
-  }
+  dist_status s = dist__shm_seg_open(g, "data", bytes, d != NULL, &seg);
+  if (s || !seg.map) return free(d), s;
   d->seg = seg, d->lines = seg.map, d->data = (char *)seg.map + P * sizeof(line), d->me = g->rank, d->size = g->size;
   /* A core for every rank of the node: spin through a peer's usual lateness
    * (waking from a futex costs 10-50 us); fewer cores: sleep soon and leave

@@ -90,13 +90,9 @@ static dist_status open_mpi(dist__group *g) {
  * failure on any member: messages, on every member. */
 static dist_status open_mapped(dist__group *g) {
   dist__shm_seg seg;
-  DIST_CHECK(dist__shm_seg_open(g, "round", 2 * (size_t)g->size * sizeof(slot), &seg));
-  if (!seg.map) return DIST_SUCCESS;
-  dist__round_shm *sh = calloc(1, sizeof *sh);
-  if (!sh) { /* (this member waits alone: the others' rounds time out, as any lost member's) */
-    dist__shm_seg_close(&seg);
-    return DIST_SUCCESS;
-  }
+  dist__round_shm *sh = calloc(1, sizeof *sh); /* before: a member without it refuses the segment */
+  dist_status s = dist__shm_seg_open(g, "round", 2 * (size_t)g->size * sizeof(slot), sh != NULL, &seg);
+  if (s || !seg.map) return free(sh), s;
   sh->win = MPI_WIN_NULL, sh->seg = seg, sh->slots = seg.map, sh->me = g->rank, sh->size = g->size;
   g->round = sh;
   return DIST_SUCCESS;

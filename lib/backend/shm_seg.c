@@ -14,6 +14,7 @@
 #include "backend/engine.h"
 #include "backend/shm_seg.h"
 #include "backend/wait.h"
+#include "core/fault.h"
 #ifdef HAVE_GLOO
 #include "backend/gloo.h"
 #endif
@@ -30,10 +31,11 @@ static dist_status gloo_gather(const struct dist__group *g, const void *mine, si
 }
 #endif
 
-dist_status dist__shm_seg_open(const struct dist__group *g, const char *kind, size_t bytes, dist__shm_seg *seg) {
+dist_status dist__shm_seg_open(const struct dist__group *g, const char *kind, size_t bytes, int ready,
+                               dist__shm_seg *seg) {
   memset(seg, 0, sizeof *seg);
 #ifndef HAVE_GLOO
-  (void)g, (void)kind, (void)bytes;
+  (void)g, (void)kind, (void)bytes, (void)ready;
   return DIST_SUCCESS;
 #else
   if (!g->gloo || dist__engine.node_leader < 0) return DIST_SUCCESS;
@@ -52,11 +54,13 @@ dist_status dist__shm_seg_open(const struct dist__group *g, const char *kind, si
   char name[96];
   snprintf(name, sizeof name, "/distmgr-%s-%lld-%d", kind, (long long)all[1], g->index);
   void *map = MAP_FAILED;
-  int ok = 1, fd = -1;
-  if (g->rank == 0) {
+  int ok = ready && !dist__fault("shm_seg"), fd = -1; /* tests: one member cannot take part */
+  if (g->rank == 0 && ok) {
     (void)shm_unlink(name); /* a stale one, from a process that had this id before */
     fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
-    ok = fd >= 0 && ftruncate(fd, (off_t)bytes) == 0; /* zero-filled */
+    /* zero-filled; its pages reserved now: tmpfs hands out pages at the first
+     * touch, and a full /dev/shm would then kill the process (SIGBUS) */
+    ok = fd >= 0 && ftruncate(fd, (off_t)bytes) == 0 && posix_fallocate(fd, 0, (off_t)bytes) == 0;
   }
   for (int step = 0; step < 2 && !s; step++) { /* 0: member 0 made it; 1: every member mapped it */
     if (step == 1 && g->rank != 0 && ok) fd = shm_open(name, O_RDWR, 0600), ok = fd >= 0;

@@ -23,10 +23,13 @@ typedef struct dist__shm_seg {
 
 /* Collective over g's members, through its Gloo context: a zero-filled
  * segment of `bytes` when every member shares this node
- * (dist__engine.node_leader) and every member mapped it; else seg->map is
- * NULL on every member. `kind` tells the segments of one group apart. An
- * error only when the Gloo exchange failed. */
-dist_status dist__shm_seg_open(const struct dist__group *g, const char *kind, size_t bytes, dist__shm_seg *seg);
+ * (dist__engine.node_leader), is ready (`ready`: e.g. its own state could be
+ * allocated) and mapped it; else seg->map is NULL on every member. The
+ * segment's pages are reserved when it is made (a full /dev/shm is a
+ * refusal then, not a SIGBUS at the first touch). `kind` tells the segments
+ * of one group apart. An error only when the Gloo exchange failed. */
+dist_status dist__shm_seg_open(const struct dist__group *g, const char *kind, size_t bytes, int ready,
+                               dist__shm_seg *seg);
 void dist__shm_seg_close(dist__shm_seg *seg); /* local */
 
 /* A counter in the segment that only its owner raises. */
