@@ -1575,14 +1575,13 @@ static void test_backend_choice(void) {
   CU_ASSERT_EQUAL(dist_coll_backend(NULL, MEM->space, NULL), DIST_ERR_INVALID_ARGUMENT);
 }
 
-/* One member cannot take part in a group's shared segments (the check
- * round's and the data's; a test fault site, as a failed allocation or a full
- * /dev/shm): every member of that group stays on Gloo, and its collectives
- * work. Under MPI: the group is on MPI as any other. */
+/* One member cannot take part in a group's shared data segment (a test
+ * fault site, as a failed allocation or a full /dev/shm would): every member
+ * of that group stays on Gloo, and its collectives work. Under MPI: the
+ * group is on MPI as any other. */
 static void test_shm_refused(void) {
   int W2 = W < 4 ? W : 4, ranks[4] = {0, 1, 2, 3}, without = cunit_mpi_launch_without_mpi();
-  /* skip 1: the check round's segment is made first; the data's is refused */
-  dist__fault_site = R == W2 - 1 ? "shm_seg" : NULL, dist__fault_skip = 1;
+  dist__fault_site = R == W2 - 1 ? "shm_seg_data" : NULL, dist__fault_skip = 0;
   ASSERT_OK(dist_group_create_ranks("shm_refused", W2, ranks));
   if (R == W2 - 1 && without) CU_ASSERT_PTR_NULL(dist__fault_site); /* the site was reached (MPI: no segment) */
   dist__fault_site = NULL, dist__fault_skip = 0;

@@ -42,7 +42,9 @@ struct dist__shm_data {
 };
 
 dist_status dist__shm_data_open(dist__group *g) {
-  if (!dist__engine.shm_data || g->rank < 0 || g->size < 2 || !g->gloo) return DIST_SUCCESS;
+  /* (every member's part of a slot must hold 64 bytes: up to 4096 members) */
+  if (!dist__engine.shm_data || g->rank < 0 || g->size < 2 || g->size > (int)(SLOT / 64) || !g->gloo)
+    return DIST_SUCCESS;
   size_t P = (size_t)g->size, bytes = P * sizeof(line) + 2 * (P + 1) * SLOT;
   dist__shm_seg seg;
   /* Allocated first: a member without it refuses the segment, and every member stays on Gloo. */
@@ -87,12 +89,22 @@ static dist_status barrier_(struct dist__shm_data *d, const char *call) {
   double t0 = dist__shm_seconds();
   for (int j = 1; j < d->size; j++) {
     int peer = (d->me + j) % d->size;
-    DIST_CHECK(dist__shm_flag_wait(&d->seg, &d->lines[peer].gen, k, peer, t0, d->spin_s, call, "a shared-memory collective"));
+    DIST_CHECK(dist__shm_flag_wait(&d->seg, &d->lines[peer].gen, k, peer, t0, d->spin_s,
+                                   dist__engine.gloo_timeout /* Gloo's own limit, which this engine replaces */, call,
+                                   "a shared-memory collective"));
   }
   return DIST_SUCCESS;
 }
 
 static size_t min_(size_t a, size_t b) { return a < b ? a : b; }
+/* n bytes from base + off (nothing, and no pointer formed, when n is 0:
+ * an empty block's base may be NULL). */
+static void copy_from(void *dst, const void *base, size_t off, size_t n) {
+  if (n) memcpy(dst, (const char *)base + off, n);
+}
+static void copy_to(void *base, size_t off, const void *src, size_t n) {
+  if (n) memcpy((char *)base + off, src, n);
+}
 /* The rounds of `bytes` in pieces of `piece`. */
 static size_t rounds_of(size_t bytes, size_t piece) { return (bytes + piece - 1) / piece; }
 
@@ -166,11 +178,10 @@ static dist_status gather_rounds(dist__group *g, const char *call, const void *s
   for (size_t k = 0; k < T; k++) {
     size_t at = k * SLOT;
     int par = next_round(d);
-    memcpy(slot(d, par, d->me), (const char *)send + at, clip(counts[d->me] * es, at, SLOT));
+    copy_from(slot(d, par, d->me), send, at, clip(counts[d->me] * es, at, SLOT));
     DIST_CHECK(barrier_(d, call));
     if (root >= 0 && root != d->me) continue;
-    for (int r = 0; r < d->size; r++)
-      memcpy((char *)recv + displs[r] * es + at, slot(d, par, r), clip(counts[r] * es, at, SLOT));
+    for (int r = 0; r < d->size; r++) copy_to(recv, displs[r] * es + at, slot(d, par, r), clip(counts[r] * es, at, SLOT));
   }
   return DIST_SUCCESS;
 }
@@ -197,9 +208,9 @@ static dist_status scatter_v(dist__group *g, const void *send, void *recv, const
     int par = next_round(d);
     if (d->me == root)
       for (int q = 0; q < d->size; q++)
-        memcpy(slot(d, par, root) + (size_t)q * b, (const char *)send + displs[q] * es + at, clip(counts[q] * es, at, b));
+        copy_from(slot(d, par, root) + (size_t)q * b, send, displs[q] * es + at, clip(counts[q] * es, at, b));
     DIST_CHECK(barrier_(d, "scatter (shared memory)"));
-    memcpy((char *)recv + at, slot(d, par, root) + (size_t)d->me * b, clip(counts[d->me] * es, at, b));
+    copy_to(recv, at, slot(d, par, root) + (size_t)d->me * b, clip(counts[d->me] * es, at, b));
   }
   return DIST_SUCCESS;
 }
@@ -215,7 +226,7 @@ static dist_status reduce_scatter_v(dist__group *g, const void *send, void *recv
     size_t at = k * b;
     int par = next_round(d);
     for (int q = 0; q < d->size; q++)
-      memcpy(slot(d, par, d->me) + (size_t)q * b, (const char *)send + displs[q] * es + at, clip(counts[q] * es, at, b));
+      copy_from(slot(d, par, d->me) + (size_t)q * b, send, displs[q] * es + at, clip(counts[q] * es, at, b));
     DIST_CHECK(barrier_(d, "reduce-scatter (shared memory)"));
     size_t len = clip(mine, at, b);
     if (!len) continue;
@@ -242,8 +253,7 @@ static dist_status all_to_all_v(dist__group *g, const void *send, const size_t *
   for (size_t k = 0; k < (T ? T : 1); k++) {
     size_t at = k * b;
     int par = next_round(d);
-    for (int q = 0; q < d->size; q++)
-      memcpy(slot(d, par, d->me) + (size_t)q * b, (const char *)send + sd[q] * es + at, clip(sc[q] * es, at, b));
+    for (int q = 0; q < d->size; q++) copy_from(slot(d, par, d->me) + (size_t)q * b, send, sd[q] * es + at, clip(sc[q] * es, at, b));
     if (k == 0) d->lines[d->me].word[par] = (int64_t)T; /* published by the barrier's release */
     DIST_CHECK(barrier_(d, call));
     if (k == 0)
@@ -251,8 +261,7 @@ static dist_status all_to_all_v(dist__group *g, const void *send, const size_t *
         size_t theirs = (size_t)d->lines[r].word[par];
         T = theirs > T ? theirs : T;
       }
-    for (int r = 0; r < d->size; r++)
-      memcpy((char *)recv + rd[r] * es + at, slot(d, par, r) + (size_t)d->me * b, clip(rc[r] * es, at, b));
+    for (int r = 0; r < d->size; r++) copy_to(recv, rd[r] * es + at, slot(d, par, r) + (size_t)d->me * b, clip(rc[r] * es, at, b));
   }
   return DIST_SUCCESS;
 }
@@ -260,17 +269,29 @@ static dist_status all_to_all_v(dist__group *g, const void *send, const size_t *
 static dist_status barrier(dist__group *g) { return barrier_(g->shm, "barrier (shared memory)"); }
 
 /* Every call above completes before returning. */
-static dist_status wait(dist__pending *p) {
+static dist_status shm_wait(dist__pending *p) {
   (void)p;
   return DIST_SUCCESS;
 }
-static dist_status test(dist__pending *p, int *done) {
+static dist_status shm_test(dist__pending *p, int *done) {
   (void)p;
   *done = 1;
   return DIST_SUCCESS;
 }
 
 const dist__backend dist__backend_shm = {
-    "shm", can_reduce, all_reduce, broadcast, reduce, all_gather_v, reduce_scatter_v,
-    gather_v, scatter_v, all_to_all_v, barrier, wait, test, NULL, sum16, NULL, NULL,
+    .name = "shm",
+    .can_reduce = can_reduce,
+    .all_reduce = all_reduce,
+    .broadcast = broadcast,
+    .reduce = reduce,
+    .all_gather_v = all_gather_v,
+    .reduce_scatter_v = reduce_scatter_v,
+    .gather_v = gather_v,
+    .scatter_v = scatter_v,
+    .all_to_all_v = all_to_all_v,
+    .barrier = barrier,
+    .wait = shm_wait,
+    .test = shm_test,
+    .sum16 = sum16,
 };

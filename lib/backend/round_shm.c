@@ -154,7 +154,7 @@ static dist_status wait_mapped(arrival *a, const char *call) {
   double t0 = dist__shm_seconds();
   for (; a->next < a->sh->size; a->next++) {
     int peer = (a->sh->me + a->next) % a->sh->size;
-    DIST_CHECK(dist__shm_flag_wait(&a->sh->seg, &slot_of(a->sh, a->round, peer)->round, a->round, peer, t0, 0, call,
+    DIST_CHECK(dist__shm_flag_wait(&a->sh->seg, &slot_of(a->sh, a->round, peer)->round, a->round, peer, t0, 0, 0, call,
                                    "the check round"));
   }
   return DIST_SUCCESS;

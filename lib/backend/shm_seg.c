@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,6 +21,17 @@
 #endif
 
 #ifdef HAVE_GLOO
+/* A random 63-bit number (the clock and the process id where getrandom fails). */
+static int64_t nonce(void) {
+  uint64_t r = 0;
+  if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    r = (uint64_t)t.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)t.tv_sec ^ ((uint64_t)getpid() << 32);
+  }
+  return (int64_t)(r >> 1);
+}
+
 /* Every member's `bytes` bytes, through the group's Gloo context. */
 static dist_status gloo_gather(const struct dist__group *g, const void *mine, size_t bytes, void *all) {
   size_t *b = malloc(sizeof *b * (size_t)g->size);
@@ -40,23 +52,25 @@ dist_status dist__shm_seg_open(const struct dist__group *g, const char *kind, si
 #else
   if (!g->gloo || dist__engine.node_leader < 0) return DIST_SUCCESS;
   int P = g->size;
-  int64_t mine[2] = {dist__engine.node_leader, (int64_t)getpid()}, *all = malloc(sizeof mine * (size_t)P);
-  int64_t *flags = malloc(sizeof *flags * (size_t)P);
-  if (!all || !flags) {
-    free(all), free(flags);
-    return dist__error(DIST_ERR_NO_MEMORY, "group '%s': its shared segment's members", g->name);
-  }
+  /* (leader, pid, nonce) of every member, their flags, their pids: one block
+   * (a member that cannot have it cannot join the gathers either) */
+  int64_t mine[3] = {dist__engine.node_leader, (int64_t)getpid(), nonce()};
+  int64_t *all = malloc(sizeof(int64_t) * 5 * (size_t)P), *flags = all ? all + 3 * P : NULL, *pids = all ? all + 4 * P : NULL;
+  if (!all) return dist__error(DIST_ERR_NO_MEMORY, "group '%s': its shared segment's members", g->name);
   dist_status s = gloo_gather(g, mine, sizeof mine, all);
   int shared = !s;
-  for (int q = 0; shared && q < P; q++) shared = all[2 * q] == all[0];
-  if (!shared) return free(all), free(flags), s;
-  /* One name per group, kind and job: member 0's process id and the group's place in the table. */
-  char name[96];
-  snprintf(name, sizeof name, "/distmgr-%s-%lld-%d", kind, (long long)all[1], g->index);
+  for (int q = 0; shared && q < P; q++) shared = all[3 * q] == all[0];
+  if (!shared) return free(all), s;
+  /* One name per group, kind and job: member 0's process id and random
+   * nonce (another job may share /dev/shm from another pid namespace), and
+   * the group's place in the table. A name that exists already is a refusal. */
+  char name[128];
+  snprintf(name, sizeof name, "/distmgr-%s-%lld-%llx-%d", kind, (long long)all[1], (unsigned long long)all[2], g->index);
   void *map = MAP_FAILED;
-  int ok = ready && !dist__fault("shm_seg"), fd = -1; /* tests: one member cannot take part */
+  char site[48]; /* tests: one member cannot take part (fault site shm_seg_<kind>) */
+  snprintf(site, sizeof site, "shm_seg_%s", kind);
+  int ok = ready && !dist__fault(site), fd = -1;
   if (g->rank == 0 && ok) {
-    (void)shm_unlink(name); /* a stale one, from a process that had this id before */
     fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
     /* zero-filled; its pages reserved now: tmpfs hands out pages at the first
      * touch, and a full /dev/shm would then kill the process (SIGBUS) */
@@ -69,18 +83,16 @@ dist_status dist__shm_seg_open(const struct dist__group *g, const char *kind, si
     s = gloo_gather(g, &flag, sizeof flag, flags);
     for (int q = 0; !s && q < P; q++) ok = ok && flags[q];
   }
-  free(flags);
   if (fd >= 0) close(fd);
-  if (g->rank == 0) (void)shm_unlink(name); /* mapped where it worked; the name is not needed again */
-  int64_t *pids = ok && !s ? malloc(sizeof *pids * (size_t)P) : NULL;
-  if (pids) {
-    for (int q = 0; q < P; q++) pids[q] = all[2 * q + 1];
-    seg->map = map, seg->bytes = bytes, seg->pids = pids;
-  } else {
-    /* (a member short of memory here waits alone: the others' waits time out, as any lost member's) */
-    if (map != MAP_FAILED) munmap(map, bytes);
-    if (!s) dist_log(DIST_LOG_DEBUG, "group '%s': no shared %s segment (%zu bytes)", g->name, kind, bytes);
+  if (g->rank == 0 && fd >= 0) (void)shm_unlink(name); /* mapped where it worked; the name is not needed again */
+  if (ok && !s) {
+    for (int q = 0; q < P; q++) pids[q] = all[3 * q + 1];
+    memmove(all, pids, sizeof *pids * (size_t)P); /* the block becomes the pid list */
+    seg->map = map, seg->bytes = bytes, seg->pids = all;
+    return DIST_SUCCESS;
   }
+  if (map != MAP_FAILED) munmap(map, bytes);
+  if (!s) dist_log(DIST_LOG_DEBUG, "group '%s': no shared %s segment (%zu bytes)", g->name, kind, bytes);
   free(all);
   return s;
 #endif
@@ -111,14 +123,14 @@ void dist__shm_flag_raise(dist__shm_flag *f, int64_t v) {
 static int reached(dist__shm_flag *f, int64_t v) { return atomic_load_explicit(&f->value, memory_order_acquire) >= v; }
 
 dist_status dist__shm_flag_wait(const dist__shm_seg *seg, dist__shm_flag *f, int64_t v, int peer, double t0,
-                                double spin_s, const char *call, const char *what) {
+                                double spin_s, double limit_off, const char *call, const char *what) {
   for (int i = 0; i < 2000; i++)
     if (reached(f, v)) return DIST_SUCCESS;
   if (spin_s > 0)
     for (double until = dist__shm_seconds() + spin_s; dist__shm_seconds() < until;)
       for (int i = 0; i < 256; i++)
         if (reached(f, v)) return DIST_SUCCESS;
-  double limit = dist__engine.timeout;
+  double limit = dist__engine.timeout > 0 ? dist__engine.timeout : limit_off;
   while (!reached(f, v)) {
     atomic_fetch_add(&f->waiters, 1);
     uint32_t seen = atomic_load(&f->seq);
@@ -133,8 +145,9 @@ dist_status dist__shm_flag_wait(const dist__shm_seg *seg, dist__shm_flag *f, int
                                      call, peer, (int)pid, what));
     double t = dist__shm_seconds() - t0;
     if (limit > 0 && t > limit)
-      return dist__break(dist__error(DIST_ERR_TIMEOUT, "%s: rank %d of the group did not reach %s within DIST_TIMEOUT=%g s",
-                                     call, peer, what, limit));
+      return dist__break(dist__error(DIST_ERR_TIMEOUT, "%s: rank %d of the group did not reach %s within %s=%g s", call,
+                                     peer, what, dist__engine.timeout > 0 ? "DIST_TIMEOUT" : "the limit without DIST_TIMEOUT",
+                                     limit));
   }
   return DIST_SUCCESS;
 }

@@ -45,11 +45,12 @@ void dist__shm_flag_raise(dist__shm_flag *f, int64_t v);
  * (and `spin_s` seconds more), then sleeps on the flag: a spinning waiter
  * takes the core its peer needs, but waking from a sleep costs tens of
  * microseconds. Every 10 ms asleep it checks that the peer is alive: one that is
- * gone ends the wait at once, naming it; DIST_TIMEOUT, counted from t0
+ * gone ends the wait at once, naming it; DIST_TIMEOUT (or `limit_off`
+ * seconds when it is off; 0: no limit), counted from t0
  * (dist__shm_seconds()), bounds the rest. Both break the job (dist__break).
  * `what` names the place in messages ("a check round"). */
 dist_status dist__shm_flag_wait(const dist__shm_seg *seg, dist__shm_flag *f, int64_t v, int peer, double t0,
-                                double spin_s, const char *call, const char *what);
+                                double spin_s, double limit_off, const char *call, const char *what);
 double dist__shm_seconds(void);
 
 #endif
