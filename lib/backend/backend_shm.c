@@ -38,7 +38,7 @@ struct dist__shm_data {
   char *data;
   int64_t gen, rounds; /* barriers and rounds so far: the same on every member */
   int me, size;
-  double spin_s;       /* how long a barrier spins before it sleeps */
+  dist__shm_wait how;  /* how a barrier waits */
 };
 
 dist_status dist__shm_data_open(dist__group *g) {
@@ -53,11 +53,12 @@ dist_status dist__shm_data_open(dist__group *g) {
   if (s || !seg.map) return free(d), s;
   d->seg = seg, d->lines = seg.map, d->data = (char *)seg.map + P * sizeof(line), d->me = g->rank, d->size = g->size;
   /* A core for every rank of the node: spin through a peer's usual lateness
-   * (waking from a futex costs 10-50 us); fewer cores: sleep soon and leave
-   * the core to the rank that is late. */
+   * (waking from a futex costs 10-50 us); fewer cores: yield the core to
+   * the rank that is late for a while, then sleep (bench/RESULTS.md). The
+   * bound without DIST_TIMEOUT is Gloo's own, which this engine replaces. */
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   int ranks = dist__engine.node_tasks > 0 ? dist__engine.node_tasks : g->size;
-  d->spin_s = cores >= ranks ? 200e-6 : 0;
+  d->how = (dist__shm_wait){cores >= ranks ? 200e-6 : 0, cores >= ranks ? 0 : 50e-6, dist__engine.gloo_timeout};
   g->shm = d;
   dist_log(DIST_LOG_DEBUG, "group '%s': host collectives through shared memory (%zu bytes)", g->name, bytes);
   return DIST_SUCCESS;
@@ -89,9 +90,7 @@ static dist_status barrier_(struct dist__shm_data *d, const char *call) {
   double t0 = dist__shm_seconds();
   for (int j = 1; j < d->size; j++) {
     int peer = (d->me + j) % d->size;
-    DIST_CHECK(dist__shm_flag_wait(&d->seg, &d->lines[peer].gen, k, peer, t0, d->spin_s,
-                                   dist__engine.gloo_timeout /* Gloo's own limit, which this engine replaces */, call,
-                                   "a shared-memory collective"));
+    DIST_CHECK(dist__shm_flag_wait(&d->seg, &d->lines[peer].gen, k, peer, t0, &d->how, call, "a shared-memory collective"));
   }
   return DIST_SUCCESS;
 }

@@ -151,10 +151,12 @@ static int arrived(void *p) {
 /* Without MPI: no progress to make (Gloo has its own threads) and no fault
  * channel: sleep on each peer's slot in turn (shm_seg.h). */
 static dist_status wait_mapped(arrival *a, const char *call) {
+  /* Sleep soon: with Gloo's TCP carrying the data, its threads need the cores. */
+  static const dist__shm_wait how = {0, 0, 0};
   double t0 = dist__shm_seconds();
   for (; a->next < a->sh->size; a->next++) {
     int peer = (a->sh->me + a->next) % a->sh->size;
-    DIST_CHECK(dist__shm_flag_wait(&a->sh->seg, &slot_of(a->sh, a->round, peer)->round, a->round, peer, t0, 0, 0, call,
+    DIST_CHECK(dist__shm_flag_wait(&a->sh->seg, &slot_of(a->sh, a->round, peer)->round, a->round, peer, t0, &how, call,
                                    "the check round"));
   }
   return DIST_SUCCESS;

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,14 +124,17 @@ void dist__shm_flag_raise(dist__shm_flag *f, int64_t v) {
 static int reached(dist__shm_flag *f, int64_t v) { return atomic_load_explicit(&f->value, memory_order_acquire) >= v; }
 
 dist_status dist__shm_flag_wait(const dist__shm_seg *seg, dist__shm_flag *f, int64_t v, int peer, double t0,
-                                double spin_s, double limit_off, const char *call, const char *what) {
+                                const dist__shm_wait *how, const char *call, const char *what) {
   for (int i = 0; i < 2000; i++)
     if (reached(f, v)) return DIST_SUCCESS;
-  if (spin_s > 0)
-    for (double until = dist__shm_seconds() + spin_s; dist__shm_seconds() < until;)
+  if (how->spin_s > 0)
+    for (double until = dist__shm_seconds() + how->spin_s; dist__shm_seconds() < until;)
       for (int i = 0; i < 256; i++)
         if (reached(f, v)) return DIST_SUCCESS;
-  double limit = dist__engine.timeout > 0 ? dist__engine.timeout : limit_off;
+  if (how->yield_s > 0)
+    for (double until = dist__shm_seconds() + how->yield_s; dist__shm_seconds() < until; sched_yield())
+      if (reached(f, v)) return DIST_SUCCESS;
+  double limit = dist__engine.timeout > 0 ? dist__engine.timeout : how->limit_off;
   while (!reached(f, v)) {
     atomic_fetch_add(&f->waiters, 1);
     uint32_t seen = atomic_load(&f->seq);

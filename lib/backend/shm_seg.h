@@ -41,16 +41,21 @@ typedef struct dist__shm_flag {
 /* Raise my flag to v (release: what I wrote before is visible to whoever
  * sees v) and wake the members asleep on it. */
 void dist__shm_flag_raise(dist__shm_flag *f, int64_t v);
-/* Wait until member `peer`'s flag f reaches v (acquire). Spins a little
- * (and `spin_s` seconds more), then sleeps on the flag: a spinning waiter
- * takes the core its peer needs, but waking from a sleep costs tens of
- * microseconds. Every 10 ms asleep it checks that the peer is alive: one that is
- * gone ends the wait at once, naming it; DIST_TIMEOUT (or `limit_off`
- * seconds when it is off; 0: no limit), counted from t0
- * (dist__shm_seconds()), bounds the rest. Both break the job (dist__break).
- * `what` names the place in messages ("a check round"). */
+/* How a wait behaves before it sleeps, and its bound. */
+typedef struct dist__shm_wait {
+  double spin_s;    /* spin this long (a core per rank: waking from a sleep costs tens of microseconds) */
+  double yield_s;   /* then test and yield the core this long (fewer cores: the peer may need this one) */
+  double limit_off; /* the bound when DIST_TIMEOUT is off; 0: none */
+} dist__shm_wait;
+
+/* Wait until member `peer`'s flag f reaches v (acquire): a short spin, then
+ * as `how` says, then asleep on the flag. Every 10 ms asleep it checks that
+ * the peer is alive: one that is gone ends the wait at once, naming it;
+ * DIST_TIMEOUT (or how->limit_off), counted from t0 (dist__shm_seconds()),
+ * bounds the rest. Both break the job (dist__break). `what` names the
+ * place in messages ("the check round"). */
 dist_status dist__shm_flag_wait(const dist__shm_seg *seg, dist__shm_flag *f, int64_t v, int peer, double t0,
-                                double spin_s, double limit_off, const char *call, const char *what);
+                                const dist__shm_wait *how, const char *call, const char *what);
 double dist__shm_seconds(void);
 
 #endif
