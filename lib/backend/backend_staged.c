@@ -1,6 +1,8 @@
 /* The staged backend: CUDA memory without NCCL. Each call copies its device
- * buffers to host memory, runs the host engine's backend (MPI's, or Gloo's
- * without MPI) and copies the results back.
+ * buffers to host memory, runs the group's host backend (MPI's; without MPI
+ * the shared-memory engine's on one node, else Gloo's) and copies the
+ * results back. can_reduce and max_count ask the job's host engine: the
+ * shared-memory engine reduces and counts exactly as Gloo does.
  * It synchronises the caller's stream (not the device) around the copies;
  * correct everywhere, fast nowhere: the fallback, and a reference for NCCL. */
 #include <stdio.h>
@@ -39,7 +41,7 @@ static dist_status stage_in(dist__group *g, stage *st, const void *src, size_t s
   if (s) snprintf(why, sizeof why, "%s", dist_last_error());
   /* (status, rank) as one word whose minimum is the lowest failed rank's */
   int64_t mine = (int64_t)s * ((int64_t)1 << 32) + g->rank, low = 0;
-  dist_status a = dist__backend_host_engine()->all_reduce(g, &mine, &low, 1, DIST_I64, DIST_MIN, NULL);
+  dist_status a = dist__backend_host(g)->all_reduce(g, &mine, &low, 1, DIST_I64, DIST_MIN, NULL);
   if (!s && !a && low >= 0) return DIST_SUCCESS;
   free(st->hs);
   if (st->hr != st->hs) free(st->hr);
@@ -86,14 +88,14 @@ static dist_status all_reduce(dist__group *g, const void *send, void *recv, size
   stage st;
   size_t b = n * dist_dtype_size(t);
   DIST_CHECK(stage_in(g, &st, send, b, IN_PLACE));
-  return finish(&st, dist__backend_host_engine()->all_reduce(g, st.hs, st.hs, n, t, op, NULL), recv, b);
+  return finish(&st, dist__backend_host(g)->all_reduce(g, st.hs, st.hs, n, t, op, NULL), recv, b);
 }
 
 static dist_status broadcast(dist__group *g, void *buf, size_t n, dist_dtype t, int root) {
   stage st;
   size_t b = n * dist_dtype_size(t);
   DIST_CHECK(stage_in(g, &st, g->rank == root ? buf : NULL, b, IN_PLACE));
-  return finish(&st, dist__backend_host_engine()->broadcast(g, st.hs, n, t, root), buf, b);
+  return finish(&st, dist__backend_host(g)->broadcast(g, st.hs, n, t, root), buf, b);
 }
 
 static dist_status reduce(dist__group *g, const void *send, void *recv, size_t n, dist_dtype t, dist_reduce_op op,
@@ -101,7 +103,7 @@ static dist_status reduce(dist__group *g, const void *send, void *recv, size_t n
   stage st;
   size_t b = n * dist_dtype_size(t);
   DIST_CHECK(stage_in(g, &st, send, b, IN_PLACE));
-  return finish(&st, dist__backend_host_engine()->reduce(g, st.hs, st.hs, n, t, op, root), g->rank == root ? recv : NULL, b);
+  return finish(&st, dist__backend_host(g)->reduce(g, st.hs, st.hs, n, t, op, root), g->rank == root ? recv : NULL, b);
 }
 
 static dist_status all_gather_v(dist__group *g, const void *send, void *recv, const size_t *c, const size_t *d,
@@ -109,7 +111,7 @@ static dist_status all_gather_v(dist__group *g, const void *send, void *recv, co
   stage st;
   size_t es = dist_dtype_size(t);
   DIST_CHECK(stage_in(g, &st, send, c[g->rank] * es, total(g, c, d) * es));
-  return finish_ranges(g, &st, dist__backend_host_engine()->all_gather_v(g, st.hs, st.hr, c, d, t, NULL), recv, c, d, es);
+  return finish_ranges(g, &st, dist__backend_host(g)->all_gather_v(g, st.hs, st.hr, c, d, t, NULL), recv, c, d, es);
 }
 
 static dist_status reduce_scatter_v(dist__group *g, const void *send, void *recv, const size_t *c, const size_t *d,
@@ -117,7 +119,7 @@ static dist_status reduce_scatter_v(dist__group *g, const void *send, void *recv
   stage st;
   size_t es = dist_dtype_size(t), rb = c[g->rank] * es;
   DIST_CHECK(stage_in(g, &st, send, total(g, c, d) * es, rb));
-  return finish(&st, dist__backend_host_engine()->reduce_scatter_v(g, st.hs, st.hr, c, d, t, op), recv, rb);
+  return finish(&st, dist__backend_host(g)->reduce_scatter_v(g, st.hs, st.hr, c, d, t, op), recv, rb);
 }
 
 static dist_status gather_v(dist__group *g, const void *send, void *recv, const size_t *c, const size_t *d,
@@ -126,7 +128,7 @@ static dist_status gather_v(dist__group *g, const void *send, void *recv, const 
   int me = g->rank;
   size_t es = dist_dtype_size(t);
   DIST_CHECK(stage_in(g, &st, send, c[me] * es, me == root ? total(g, c, d) * es : 0));
-  return finish_ranges(g, &st, dist__backend_host_engine()->gather_v(g, st.hs, st.hr, c, d, t, root), me == root ? recv : NULL, c, d, es);
+  return finish_ranges(g, &st, dist__backend_host(g)->gather_v(g, st.hs, st.hr, c, d, t, root), me == root ? recv : NULL, c, d, es);
 }
 
 static dist_status scatter_v(dist__group *g, const void *send, void *recv, const size_t *c, const size_t *d,
@@ -135,7 +137,7 @@ static dist_status scatter_v(dist__group *g, const void *send, void *recv, const
   int me = g->rank;
   size_t es = dist_dtype_size(t), rb = c[me] * es;
   DIST_CHECK(stage_in(g, &st, me == root ? send : NULL, me == root ? total(g, c, d) * es : 0, rb));
-  return finish(&st, dist__backend_host_engine()->scatter_v(g, st.hs, st.hr, c, d, t, root), recv, rb);
+  return finish(&st, dist__backend_host(g)->scatter_v(g, st.hs, st.hr, c, d, t, root), recv, rb);
 }
 
 static dist_status all_to_all_v(dist__group *g, const void *send, const size_t *sc, const size_t *sd, void *recv,
@@ -143,12 +145,12 @@ static dist_status all_to_all_v(dist__group *g, const void *send, const size_t *
   stage st;
   size_t es = dist_dtype_size(t);
   DIST_CHECK(stage_in(g, &st, send, total(g, sc, sd) * es, total(g, rc, rd) * es));
-  return finish_ranges(g, &st, dist__backend_host_engine()->all_to_all_v(g, st.hs, sc, sd, st.hr, rc, rd, t, NULL), recv, rc, rd, es);
+  return finish_ranges(g, &st, dist__backend_host(g)->all_to_all_v(g, st.hs, sc, sd, st.hr, rc, rd, t, NULL), recv, rc, rd, es);
 }
 
 static dist_status barrier(dist__group *g) {
   DIST_CHECK(dist__mem_sync(DIST_MEM_CUDA));
-  return dist__backend_host_engine()->barrier(g);
+  return dist__backend_host(g)->barrier(g);
 }
 
 static int can_reduce(dist_dtype t, dist_reduce_op op) { return dist__backend_host_engine()->can_reduce(t, op); }
