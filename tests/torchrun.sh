@@ -101,15 +101,16 @@ if [ -x "$gloo" ]; then
   refuse "Gloo: a rank quits before the first collective" "all-reduce: Gloo all-reduce:" 20 \
     bare "$gloo" 3 DIST_TIMEOUT=3 TORCHRUN_GLOO_QUIT=collective
   # The shared-memory engine's own waits (DIST_VERIFY=0: no check round
-  # before the data): the last rank dies, or stalls, before an all-reduce;
-  # the others fail at once naming it, or at DIST_TIMEOUT.
+  # before the data; one all-reduce first, which makes the segment): the last
+  # rank dies, or stalls, before the next all-reduce; the others fail at once
+  # naming it, or at DIST_TIMEOUT.
   for how in dies stalls; do
     t0=$(date +%s)
     if [ $how = dies ]; then
-      out=$(bare "$coll" 4 DIST_TIMEOUT=20 DIST_VERIFY=0 TORCHRUN_COLL_QUIT=1 2>&1)
+      out=$(bare "$coll" 4 DIST_TIMEOUT=20 DIST_VERIFY=0 TORCHRUN_COLL_WARM=1 TORCHRUN_COLL_QUIT=1 2>&1)
       rc=$? want="is gone while the others waited for it in a shared-memory collective"
     else
-      out=$(bare "$coll" 4 DIST_TIMEOUT=3 DIST_VERIFY=0 TORCHRUN_COLL_QUIT=stall 2>&1)
+      out=$(bare "$coll" 4 DIST_TIMEOUT=3 DIST_VERIFY=0 TORCHRUN_COLL_WARM=1 TORCHRUN_COLL_QUIT=stall 2>&1)
       rc=$? want="did not reach a shared-memory collective within DIST_TIMEOUT=3"
     fi
     dt=$(($(date +%s) - t0)) n=$(printf '%s\n' "$out" | grep -c "after the last rank died: .*$want")

@@ -102,11 +102,14 @@ int main(void) {
    * must fail within DIST_TIMEOUT, never hang. */
   const char *quit = getenv("TORCHRUN_COLL_QUIT");
   if (quit && size > 1) {
-    if (rank == size - 1 && !strcmp(quit, "stall")) sleep(8); /* past the others' DIST_TIMEOUT */
-    if (rank == size - 1) _exit(3);
     float x = 1;
     int64_t one = 1;
     dist_tensor tx = dist_tensor_host(&x, DIST_F32, 1, &one);
+    /* TORCHRUN_COLL_WARM: one collective first (the shared-memory engine's
+     * segment is made there), so that the next one waits in the engine */
+    if (getenv("TORCHRUN_COLL_WARM")) CHECK(dist_all_reduce(NULL, &tx, DIST_SUM) == DIST_SUCCESS);
+    if (rank == size - 1 && !strcmp(quit, "stall")) sleep(8); /* past the others' DIST_TIMEOUT */
+    if (rank == size - 1) _exit(3);
     dist_status s = dist_all_reduce(NULL, &tx, DIST_SUM);
     printf("torchrun_coll: rank %d: after the last rank died: %s\n", rank, s ? dist_last_error() : "no error");
     fflush(stdout); /* before exit: a sanitizer's exit-time report may end the process without flushing */

@@ -9,7 +9,7 @@
 
 const dist__backend *dist__backend_host(const dist__group *g) {
 #ifdef HAVE_GLOO
-  if (g && g->shm) return &dist__backend_shm;
+  if (g && g->shm_state) return &dist__backend_shm;
   if (g && g->gloo) return &dist__backend_gloo;
 #endif
   return &dist__backend_mpi;

@@ -14,7 +14,11 @@
  * copies. So every member gets the same bits, whatever the op.
  *
  * Every call blocks (like Gloo's): a non-blocking call is complete when it
- * returns. A peer that dies or stalls ends the wait (shm_seg.h). */
+ * returns. A peer that dies or stalls ends the wait (shm_seg.h).
+ *
+ * The segment is made at the group's first host collective (every member is
+ * in it); until then, and on every member for good if one refuses, the calls
+ * go to Gloo. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -41,16 +45,32 @@ struct dist__shm_data {
   dist__shm_wait how;  /* how a barrier waits */
 };
 
-dist_status dist__shm_data_open(dist__group *g) {
+void dist__shm_data_init(dist__group *g) {
+  g->shm_state = DIST__SHM_NONE;
   /* (every member's part of a slot must hold 64 bytes: up to 4096 members) */
-  if (!dist__engine.shm_data || g->rank < 0 || g->size < 2 || g->size > (int)(SLOT / 64) || !g->gloo)
-    return DIST_SUCCESS;
+  if (!dist__engine.shm_data || g->rank < 0 || g->size < 2 || g->size > (int)(SLOT / 64) || !g->gloo ||
+      !dist__engine.node_leaders || !g->members)
+    return;
+  for (int q = 1; q < g->size; q++)
+    if (dist__engine.node_leaders[g->members[q]] != dist__engine.node_leaders[g->members[0]]) return;
+  g->shm_state = DIST__SHM_PENDING;
+}
+
+/* Make g's segment: at its first host collective, on every member alike.
+ * A refusal (a member short of memory, a full /dev/shm) puts g back on Gloo
+ * (state NONE) on every member; the caller then runs this call on Gloo. */
+static dist_status open_now(dist__group *g) {
   size_t P = (size_t)g->size, bytes = P * sizeof(line) + 2 * (P + 1) * SLOT;
   dist__shm_seg seg;
-  /* Allocated first: a member without it refuses the segment, and every member stays on Gloo. */
+  /* Allocated first: a member without it refuses the segment. */
   struct dist__shm_data *d = calloc(1, sizeof *d);
   dist_status s = dist__shm_seg_open(g, "data", bytes, d != NULL, &seg);
-  if (s || !seg.map) return free(d), s;
+  if (s || !seg.map) {
+    free(d);
+    g->shm_state = DIST__SHM_NONE;
+    if (!s) dist_log(DIST_LOG_INFO, "group '%s': host collectives on Gloo (no shared-memory segment)", g->name);
+    return s;
+  }
   d->seg = seg, d->lines = seg.map, d->data = (char *)seg.map + P * sizeof(line), d->me = g->rank, d->size = g->size;
   /* A core for every rank of the node: spin through a peer's usual lateness
    * (waking from a futex costs 10-50 us); fewer cores: yield the core to
@@ -60,11 +80,20 @@ dist_status dist__shm_data_open(dist__group *g) {
   int ranks = dist__engine.node_tasks > 0 ? dist__engine.node_tasks : g->size;
   d->how = (dist__shm_wait){cores >= ranks ? 200e-6 : 0, cores >= ranks ? 0 : 50e-6, dist__engine.gloo_timeout};
   g->shm = d;
+  g->shm_state = DIST__SHM_OPEN;
   dist_log(DIST_LOG_DEBUG, "group '%s': host collectives through shared memory (%zu bytes)", g->name, bytes);
   return DIST_SUCCESS;
 }
 
+/* Run `gloo_call` instead when g is not (or no longer) on this engine. */
+#define ON_SHM(g, gloo_call)                                      \
+  do {                                                            \
+    if ((g)->shm_state == DIST__SHM_PENDING) DIST_CHECK(open_now(g)); \
+    if ((g)->shm_state != DIST__SHM_OPEN) return (gloo_call);      \
+  } while (0)
+
 void dist__shm_data_close(dist__group *g) {
+  g->shm_state = DIST__SHM_NONE;
   if (!g->shm) return;
   dist__shm_seg_close(&g->shm->seg);
   free(g->shm);
@@ -140,21 +169,23 @@ static int can_reduce(dist_dtype t, dist_reduce_op op) {
 
 static dist_status all_reduce(dist__group *g, const void *send, void *recv, size_t count, dist_dtype t,
                               dist_reduce_op op, dist__pending *p) {
-  (void)p;
+  ON_SHM(g, dist__backend_gloo.all_reduce(g, send, recv, count, t, op, p));
   return reduce_rounds(g->shm, "all-reduce (shared memory)", send, recv, count, t, op, -1);
 }
 
 static dist_status reduce(dist__group *g, const void *send, void *recv, size_t count, dist_dtype t,
                           dist_reduce_op op, int root) {
+  ON_SHM(g, dist__backend_gloo.reduce(g, send, recv, count, t, op, root));
   return reduce_rounds(g->shm, "reduce (shared memory)", send, recv, count, t, op, root);
 }
 
 static dist_status sum16(dist__group *g, void *buf, size_t count, dist_dtype t, dist__pending *p) {
-  (void)p;
+  ON_SHM(g, dist__backend_gloo.sum16(g, buf, count, t, p));
   return reduce_rounds(g->shm, "16-bit sum (shared memory)", buf, buf, count, t, DIST_SUM, -1);
 }
 
 static dist_status broadcast(dist__group *g, void *buf, size_t count, dist_dtype t, int root) {
+  ON_SHM(g, dist__backend_gloo.broadcast(g, buf, count, t, root));
   struct dist__shm_data *d = g->shm;
   size_t bytes = count * dist_dtype_size(t);
   for (size_t at = 0; at < bytes; at += SLOT) {
@@ -187,17 +218,19 @@ static dist_status gather_rounds(dist__group *g, const char *call, const void *s
 
 static dist_status all_gather_v(dist__group *g, const void *send, void *recv, const size_t *counts,
                                 const size_t *displs, dist_dtype t, dist__pending *p) {
-  (void)p;
+  ON_SHM(g, dist__backend_gloo.all_gather_v(g, send, recv, counts, displs, t, p));
   return gather_rounds(g, "all-gather (shared memory)", send, recv, counts, displs, t, -1);
 }
 
 static dist_status gather_v(dist__group *g, const void *send, void *recv, const size_t *counts, const size_t *displs,
                             dist_dtype t, int root) {
+  ON_SHM(g, dist__backend_gloo.gather_v(g, send, recv, counts, displs, t, root));
   return gather_rounds(g, "gather (shared memory)", send, recv, counts, displs, t, root);
 }
 
 static dist_status scatter_v(dist__group *g, const void *send, void *recv, const size_t *counts, const size_t *displs,
                              dist_dtype t, int root) {
+  ON_SHM(g, dist__backend_gloo.scatter_v(g, send, recv, counts, displs, t, root));
   struct dist__shm_data *d = g->shm;
   size_t es = dist_dtype_size(t), b = part(d), most = 0;
   for (int r = 0; r < d->size; r++) most = counts[r] > most ? counts[r] : most;
@@ -217,6 +250,7 @@ static dist_status scatter_v(dist__group *g, const void *send, void *recv, const
 /* Block q of every member's send reduced, in rank order, into member q's recv. */
 static dist_status reduce_scatter_v(dist__group *g, const void *send, void *recv, const size_t *counts,
                                     const size_t *displs, dist_dtype t, dist_reduce_op op) {
+  ON_SHM(g, dist__backend_gloo.reduce_scatter_v(g, send, recv, counts, displs, t, op));
   struct dist__shm_data *d = g->shm;
   size_t es = dist_dtype_size(t), b = part(d) / es * es, most = 0;
   for (int r = 0; r < d->size; r++) most = counts[r] > most ? counts[r] : most;
@@ -240,7 +274,7 @@ static dist_status reduce_scatter_v(dist__group *g, const void *send, void *recv
  * parity's word), and every member runs the largest. */
 static dist_status all_to_all_v(dist__group *g, const void *send, const size_t *sc, const size_t *sd, void *recv,
                                 const size_t *rc, const size_t *rd, dist_dtype t, dist__pending *p) {
-  (void)p;
+  ON_SHM(g, dist__backend_gloo.all_to_all_v(g, send, sc, sd, recv, rc, rd, t, p));
   struct dist__shm_data *d = g->shm;
   const char *call = "all-to-all (shared memory)";
   size_t es = dist_dtype_size(t), b = part(d), most = 0;
@@ -265,7 +299,10 @@ static dist_status all_to_all_v(dist__group *g, const void *send, const size_t *
   return DIST_SUCCESS;
 }
 
-static dist_status barrier(dist__group *g) { return barrier_(g->shm, "barrier (shared memory)"); }
+static dist_status barrier(dist__group *g) {
+  ON_SHM(g, dist__backend_gloo.barrier(g));
+  return barrier_(g->shm, "barrier (shared memory)");
+}
 
 /* Every call above completes before returning. */
 static dist_status shm_wait(dist__pending *p) {

@@ -8,11 +8,17 @@
 
 extern const dist__backend dist__backend_shm;
 
-/* Collective over g's members (after its Gloo context and check round are
- * made): give g its data segment when dist__engine.shm_data allows it, g
- * has two members or more and all share this node; else g keeps Gloo. The
- * outcome is the same on every member. */
-dist_status dist__shm_data_open(dist__group *g);
+/* g's states (g->shm_state). */
+enum { DIST__SHM_NONE, DIST__SHM_PENDING, DIST__SHM_OPEN };
+
+/* Local, at g's creation: mark g for the engine (DIST__SHM_PENDING) when
+ * dist__engine.shm_data allows it, g has two members or more and all are on
+ * one node (dist__engine.node_leaders); else g keeps Gloo. The segment is
+ * made at g's first host collective, which every member enters: groups used
+ * only for device memory (NCCL) never take /dev/shm space. A member that
+ * cannot take part then refuses, and the group goes back to Gloo on every
+ * member. */
+void dist__shm_data_init(dist__group *g);
 void dist__shm_data_close(dist__group *g); /* local */
 
 #endif

@@ -31,6 +31,7 @@ typedef struct dist__engine_state {
   int node_leader;             /* launches without MPI: the lowest world rank of my node (-1: unknown) */
   size_t nb_allreduce_min;     /* DIST_NB_ALLREDUCE_MIN resolved at start: SIZE_MAX = never */
   uint64_t *device_keys;       /* dist__device_key of every world rank (the manager allocates) */
+  int64_t *node_leaders;       /* launches without MPI: every world rank's node (its lowest world rank); else NULL */
   struct dist__rdzv *rdzv;     /* launches without MPI: the rendezvous store, and Gloo as the host engine */
   double gloo_timeout;         /* seconds every Gloo context waits for its peers */
   unsigned long private_seq;   /* private groups made so far (their Gloo contexts' keys) */

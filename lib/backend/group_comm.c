@@ -176,8 +176,7 @@ dist_status dist__groups_open_rounds(int from) {
     dist_status r = dist__round_shm_open(dist__groups.groups[i]);
     if (!s) s = r;
 #ifdef HAVE_GLOO
-    r = dist__shm_data_open(dist__groups.groups[i]);
-    if (!s) s = r;
+    dist__shm_data_init(dist__groups.groups[i]);
 #endif
   }
   return s;

@@ -24,7 +24,8 @@ typedef struct dist__group {
   struct dist__device_group *device; /* made at the first device collective; NULL until then */
   struct dist__gloo *gloo;           /* the Gloo context of launches without MPI; NULL otherwise */
   struct dist__round_shm *round;    /* the check round in shared memory (a group on one node); NULL: messages */
-  struct dist__shm_data *shm;       /* without MPI: host data through shared memory (a group on one node); NULL: Gloo */
+  int shm_state;                    /* without MPI, a group on one node: host data through shared memory (backend_shm.h) */
+  struct dist__shm_data *shm;       /* its segment, made at the group's first host collective; NULL before */
   uint64_t seq;        /* collective calls begun on this group by this rank */
 } dist__group;
 

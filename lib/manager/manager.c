@@ -35,6 +35,8 @@ static void release_state(int orderly) {
   dist__half_ops_free();
   free(dist__engine.device_keys);
   dist__engine.device_keys = NULL;
+  free(dist__engine.node_leaders);
+  dist__engine.node_leaders = NULL;
   free(m->startup_rows);
   m->startup_rows = NULL;
 #ifdef HAVE_GLOO

@@ -159,14 +159,17 @@ dist_status dist__start_store(dist_status local, dist_status (*choose_device)(in
   row[DIST__ROW_DEVKEY] = mine ? 0 : (int64_t)dist__device_key(&m->device, dist__groups.rank);
   m->startup_rows = malloc(sizeof(int64_t) * DIST__ROW_WORDS * (size_t)dist__groups.size);
   dist__engine.device_keys = malloc(sizeof *dist__engine.device_keys * (size_t)dist__groups.size);
-  if (!mine && (!m->startup_rows || !dist__engine.device_keys))
+  dist__engine.node_leaders = malloc(sizeof *dist__engine.node_leaders * (size_t)dist__groups.size);
+  if (!mine && (!m->startup_rows || !dist__engine.device_keys || !dist__engine.node_leaders))
     mine = dist__error(DIST_ERR_NO_MEMORY, "start-up table for %d ranks", dist__groups.size);
   mine = agree(mine, "choosing devices");
   if (mine) return mine;
   s = dist__rdzv_all_gather(dist__engine.rdzv, "the start-up table", row, sizeof row, m->startup_rows);
   if (s) return s;
-  for (int q = 0; q < dist__groups.size; q++)
+  for (int q = 0; q < dist__groups.size; q++) {
     dist__engine.device_keys[q] = (uint64_t)m->startup_rows[(size_t)q * DIST__ROW_WORDS + DIST__ROW_DEVKEY];
+    dist__engine.node_leaders[q] = m->startup_rows[(size_t)q * DIST__ROW_WORDS + DIST__ROW_LEADER];
+  }
   /* The built-in groups, each copy a Gloo context met through the store. */
   dist__layout layouts[4];
   s = dist__topology_layouts(m->startup_rows, layouts);
