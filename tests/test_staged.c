@@ -146,12 +146,17 @@ static void test_all_reduce(void) {
   dev_free(buf);
 }
 
+/* N elements in W equal blocks, back to back. */
+static void equal_split(size_t *counts, size_t *displs) {
+  for (int r = 0; r < W; r++) counts[r] = N / W, displs[r] = (size_t)r * (N / W);
+}
+
 /* Scatter: again only the root copies from the device. */
 static void test_scatter(void) {
   dist__group *g = world();
   int root = 0;
   size_t counts[4], displs[4];
-  for (int r = 0; r < W; r++) counts[r] = N / W, displs[r] = (size_t)r * (N / W);
+  equal_split(counts, displs);
   float *send = dev_new(5.0f), *recv = dev_new(-1.0f);
   CU_ASSERT_PTR_NOT_NULL_FATAL(send);
   CU_ASSERT_PTR_NOT_NULL_FATAL(recv);
@@ -174,7 +179,7 @@ static void test_scatter(void) {
 static void test_all_to_all_send_alloc(void) {
   dist__group *g = world();
   size_t counts[4], displs[4];
-  for (int r = 0; r < W; r++) counts[r] = N / W, displs[r] = (size_t)r * (N / W);
+  equal_split(counts, displs);
   float *send = dev_new((float)R), *recv = dev_new(-1.0f);
   CU_ASSERT_PTR_NOT_NULL_FATAL(send);
   CU_ASSERT_PTR_NOT_NULL_FATAL(recv);
@@ -194,7 +199,7 @@ static void test_all_to_all_send_alloc(void) {
 static void test_all_gather_recv_alloc(void) {
   dist__group *g = world();
   size_t counts[4], displs[4];
-  for (int r = 0; r < W; r++) counts[r] = N / W, displs[r] = (size_t)r * (N / W);
+  equal_split(counts, displs);
   float *send = dev_new((float)R), *recv = dev_new(-1.0f);
   CU_ASSERT_PTR_NOT_NULL_FATAL(send);
   CU_ASSERT_PTR_NOT_NULL_FATAL(recv);

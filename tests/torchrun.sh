@@ -100,40 +100,37 @@ if [ -x "$gloo" ]; then
     bare "$gloo" 3 DIST_TIMEOUT=3 TORCHRUN_GLOO_QUIT=connect
   refuse "Gloo: a rank quits before the first collective" "all-reduce: Gloo all-reduce:" 20 \
     bare "$gloo" 3 DIST_TIMEOUT=3 TORCHRUN_GLOO_QUIT=collective
+  # quit_case LABEL MAX_S WANT VAR=VALUE...: torchrun_coll at 4 (bare), its
+  # last rank leaving as the variables say; passes when the 3 others fail,
+  # each naming WANT, within MAX_S seconds.
+  quit_case() {
+    label=$1 max=$2 want=$3
+    shift 3
+    t0=$(date +%s)
+    out=$(bare "$coll" 4 "$@" 2>&1)
+    rc=$? dt=$(($(date +%s) - t0)) n=$(printf '%s\n' "$out" | grep -c "after the last rank died: .*$want")
+    if [ $rc -ne 0 ] && [ "$n" -eq 3 ] && [ $dt -le "$max" ]; then
+      echo "ok   $label ($dt s)"
+    else
+      echo "FAIL $label (exit $rc, $n of 3 ranks said so, $dt s)"; printf '%s\n' "$out" | tail -8 | sed 's/^/     /'
+      failures=$((failures + 1))
+    fi
+  }
   # The shared-memory engine's own waits (DIST_VERIFY=0: no check round
   # before the data; one all-reduce first, which makes the segment): the last
   # rank dies, or stalls, before the next all-reduce; the others fail at once
-  # naming it, or at DIST_TIMEOUT.
-  for how in dies stalls; do
-    t0=$(date +%s)
-    if [ $how = dies ]; then
-      out=$(bare "$coll" 4 DIST_TIMEOUT=20 DIST_VERIFY=0 TORCHRUN_COLL_WARM=1 TORCHRUN_COLL_QUIT=1 2>&1)
-      rc=$? want="is gone while the others waited for it in a shared-memory collective"
-    else
-      out=$(bare "$coll" 4 DIST_TIMEOUT=3 DIST_VERIFY=0 TORCHRUN_COLL_WARM=1 TORCHRUN_COLL_QUIT=stall 2>&1)
-      rc=$? want="did not reach a shared-memory collective within DIST_TIMEOUT=3"
-    fi
-    dt=$(($(date +%s) - t0)) n=$(printf '%s\n' "$out" | grep -c "after the last rank died: .*$want")
-    # died: at once (the peer's process is gone), well before DIST_TIMEOUT=20; stall: after 3 s
-    if [ $rc -ne 0 ] && [ "$n" -eq 3 ] && { [ $how = stalls ] || [ $dt -lt 15 ]; }; then
-      echo "ok   shared memory: the last rank $how before an all-reduce (DIST_VERIFY=0): the 3 others fail naming it ($dt s)"
-    else
-      echo "FAIL shared memory: the last rank $how before an all-reduce (exit $rc, $n of 3 ranks said so, $dt s)"
-      printf '%s\n' "$out" | tail -8 | sed 's/^/     /'
-      failures=$((failures + 1))
-    fi
-  done
+  # naming it (the peer's process is gone: well before DIST_TIMEOUT=20), or
+  # at DIST_TIMEOUT.
+  quit_case "shared memory: the last rank dies before an all-reduce (DIST_VERIFY=0): the 3 others fail naming it" 14 \
+    "is gone while the others waited for it in a shared-memory collective" \
+    DIST_TIMEOUT=20 DIST_VERIFY=0 TORCHRUN_COLL_WARM=1 TORCHRUN_COLL_QUIT=1
+  quit_case "shared memory: the last rank stalls before an all-reduce (DIST_VERIFY=0): the 3 others fail naming it" 60 \
+    "did not reach a shared-memory collective within DIST_TIMEOUT=3" \
+    DIST_TIMEOUT=3 DIST_VERIFY=0 TORCHRUN_COLL_WARM=1 TORCHRUN_COLL_QUIT=stall
   # The manager on Gloo: the last rank dies after initialize; the others'
   # next collective fails, each with a message, within DIST_TIMEOUT.
-  t0=$(date +%s)
-  out=$(bare "$coll" 4 DIST_TIMEOUT=5 TORCHRUN_COLL_QUIT=1 2>&1)
-  rc=$? dt=$(($(date +%s) - t0)) n=$(printf '%s\n' "$out" | grep -c "after the last rank died: .*(a peer process left or died)")
-  if [ $rc -ne 0 ] && [ "$n" -eq 3 ] && [ $dt -le 20 ]; then
-    echo "ok   a rank dies after initialize: the 3 others fail in their next collective ($dt s)"
-  else
-    echo "FAIL a rank dies after initialize (exit $rc, $n of 3 ranks said so, $dt s)"; printf '%s\n' "$out" | tail -8 | sed 's/^/     /'
-    failures=$((failures + 1))
-  fi
+  quit_case "a rank dies after initialize: the 3 others fail in their next collective" 20 \
+    "(a peer process left or died)" DIST_TIMEOUT=5 TORCHRUN_COLL_QUIT=1
   # Remote calls: a worker dies after dist_rpc_init; each other rank's call to
   # it fails within DIST_TIMEOUT naming it, and calls among the living work.
   # Once with its endpoints unused (the first send fails), once used

@@ -281,4 +281,5 @@ const dist__backend dist__backend_nccl = {
     &dist__backend_staged, /* complex prod: not elementwise on real pairs */
     NULL,                  /* sums f16/bf16 itself */
     NULL,                  /* device memory: verified before the data */
+    NULL,                  /* counts in size_t: no limit below it */
 };

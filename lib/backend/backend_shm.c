@@ -48,12 +48,9 @@ struct dist__shm_data {
 void dist__shm_data_init(dist__group *g) {
   g->shm_state = DIST__SHM_NONE;
   /* (every member's part of a slot must hold 64 bytes: up to 4096 members) */
-  if (!dist__engine.shm_data || g->rank < 0 || g->size < 2 || g->size > (int)(SLOT / 64) || !g->gloo ||
-      !dist__engine.node_leaders || !g->members)
-    return;
-  for (int q = 1; q < g->size; q++)
-    if (dist__engine.node_leaders[g->members[q]] != dist__engine.node_leaders[g->members[0]]) return;
-  g->shm_state = DIST__SHM_PENDING;
+  if (dist__engine.shm_data && g->rank >= 0 && g->size >= 2 && g->size <= (int)(SLOT / 64) && g->gloo &&
+      dist__shm_one_node(g))
+    g->shm_state = DIST__SHM_PENDING;
 }
 
 /* Make g's segment: at its first host collective, on every member alike.
@@ -252,7 +249,7 @@ static dist_status reduce_scatter_v(dist__group *g, const void *send, void *recv
                                     const size_t *displs, dist_dtype t, dist_reduce_op op) {
   ON_SHM(g, dist__backend_gloo.reduce_scatter_v(g, send, recv, counts, displs, t, op));
   struct dist__shm_data *d = g->shm;
-  size_t es = dist_dtype_size(t), b = part(d) / es * es, most = 0;
+  size_t es = dist_dtype_size(t), b = part(d), most = 0; /* b: a multiple of 64, so of every element size */
   for (int r = 0; r < d->size; r++) most = counts[r] > most ? counts[r] : most;
   size_t T = rounds_of(most * es, b), mine = counts[d->me] * es;
   for (size_t k = 0; k < T; k++) {

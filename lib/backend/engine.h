@@ -28,7 +28,6 @@ typedef struct dist__engine_state {
   int shm_data;                /* DIST_SHM_DATA: without MPI, groups on one node move host data through shared memory */
   int cuda_backend;            /* DIST_CUDA_BACKEND (DIST__CUDA_*) */
   int node_tasks;              /* ranks on this node as the launcher says (0: unknown) */
-  int node_leader;             /* launches without MPI: the lowest world rank of my node (-1: unknown) */
   size_t nb_allreduce_min;     /* DIST_NB_ALLREDUCE_MIN resolved at start: SIZE_MAX = never */
   uint64_t *device_keys;       /* dist__device_key of every world rank (the manager allocates) */
   int64_t *node_leaders;       /* launches without MPI: every world rank's node (its lowest world rank); else NULL */

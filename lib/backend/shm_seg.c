@@ -44,6 +44,13 @@ static dist_status gloo_gather(const struct dist__group *g, const void *mine, si
 }
 #endif
 
+int dist__shm_one_node(const struct dist__group *g) {
+  if (!dist__engine.node_leaders || !g->members) return 0;
+  for (int q = 1; q < g->size; q++)
+    if (dist__engine.node_leaders[g->members[q]] != dist__engine.node_leaders[g->members[0]]) return 0;
+  return 1;
+}
+
 dist_status dist__shm_seg_open(const struct dist__group *g, const char *kind, size_t bytes, int ready,
                                dist__shm_seg *seg) {
   memset(seg, 0, sizeof *seg);
@@ -51,22 +58,20 @@ dist_status dist__shm_seg_open(const struct dist__group *g, const char *kind, si
   (void)g, (void)kind, (void)bytes, (void)ready;
   return DIST_SUCCESS;
 #else
-  if (!g->gloo || dist__engine.node_leader < 0) return DIST_SUCCESS;
+  if (!g->gloo || !dist__shm_one_node(g)) return DIST_SUCCESS;
   int P = g->size;
-  /* (leader, pid, nonce) of every member, their flags, their pids: one block
-   * (a member that cannot have it cannot join the gathers either) */
-  int64_t mine[3] = {dist__engine.node_leader, (int64_t)getpid(), nonce()};
-  int64_t *all = malloc(sizeof(int64_t) * 5 * (size_t)P), *flags = all ? all + 3 * P : NULL, *pids = all ? all + 4 * P : NULL;
+  /* (pid, nonce) of every member, their flags, their pids: one block (a
+   * member that cannot have it cannot join the gathers either) */
+  int64_t mine[2] = {(int64_t)getpid(), nonce()};
+  int64_t *all = malloc(sizeof(int64_t) * 4 * (size_t)P), *flags = all ? all + 2 * P : NULL, *pids = all ? all + 3 * P : NULL;
   if (!all) return dist__error(DIST_ERR_NO_MEMORY, "group '%s': its shared segment's members", g->name);
   dist_status s = gloo_gather(g, mine, sizeof mine, all);
-  int shared = !s;
-  for (int q = 0; shared && q < P; q++) shared = all[3 * q] == all[0];
-  if (!shared) return free(all), s;
+  if (s) return free(all), s;
   /* One name per group, kind and job: member 0's process id and random
    * nonce (another job may share /dev/shm from another pid namespace), and
    * the group's place in the table. A name that exists already is a refusal. */
   char name[128];
-  snprintf(name, sizeof name, "/distmgr-%s-%lld-%llx-%d", kind, (long long)all[1], (unsigned long long)all[2], g->index);
+  snprintf(name, sizeof name, "/distmgr-%s-%lld-%llx-%d", kind, (long long)all[0], (unsigned long long)all[1], g->index);
   void *map = MAP_FAILED;
   char site[48]; /* tests: one member cannot take part (fault site shm_seg_<kind>) */
   snprintf(site, sizeof site, "shm_seg_%s", kind);
@@ -87,7 +92,7 @@ dist_status dist__shm_seg_open(const struct dist__group *g, const char *kind, si
   if (fd >= 0) close(fd);
   if (g->rank == 0 && fd >= 0) (void)shm_unlink(name); /* mapped where it worked; the name is not needed again */
   if (ok && !s) {
-    for (int q = 0; q < P; q++) pids[q] = all[3 * q + 1];
+    for (int q = 0; q < P; q++) pids[q] = all[2 * q];
     memmove(all, pids, sizeof *pids * (size_t)P); /* the block becomes the pid list */
     seg->map = map, seg->bytes = bytes, seg->pids = all;
     return DIST_SUCCESS;

@@ -21,9 +21,13 @@ typedef struct dist__shm_seg {
   int64_t *pids; /* every member's process: a peer that is gone ends a wait */
 } dist__shm_seg;
 
+/* Are all of g's members on one node (dist__engine.node_leaders: launches
+ * without MPI)? Local; 0 without that table or for a non-member. */
+int dist__shm_one_node(const struct dist__group *g);
+
 /* Collective over g's members, through its Gloo context: a zero-filled
  * segment of `bytes` when every member shares this node
- * (dist__engine.node_leader), is ready (`ready`: e.g. its own state could be
+ * (dist__shm_one_node), is ready (`ready`: e.g. its own state could be
  * allocated) and mapped it; else seg->map is NULL on every member. The
  * segment's pages are reserved when it is made (a full /dev/shm is a
  * refusal then, not a SIGBUS at the first touch). `kind` tells the segments

@@ -60,14 +60,21 @@ static dist_status parse_rpc_tiny(const char *name, const char *value, dist__set
                          &s->rpc_tiny);
 }
 
-static dist_status parse_cuda_backend(const char *name, const char *value, dist__settings *s) {
-  static const char *const names[] = {"auto", "nccl", "staged"};
-  for (int i = 0; i < 3; i++)
+/* value as the index of one of n names (any case) into *out; else an error
+ * saying it is not `what`. */
+static dist_status choose(const char *name, const char *value, const char *const *names, int n, const char *what,
+                          int *out) {
+  for (int i = 0; i < n; i++)
     if (strcasecmp(value, names[i]) == 0) {
-      s->cuda_backend = i;
+      *out = i;
       return DIST_SUCCESS;
     }
-  return dist__error(DIST_ERR_SETTING, "%s='%s' is not a CUDA backend (auto, nccl or staged)", name, value);
+  return dist__error(DIST_ERR_SETTING, "%s='%s' is not %s", name, value, what);
+}
+
+static dist_status parse_cuda_backend(const char *name, const char *value, dist__settings *s) {
+  static const char *const names[] = {"auto", "nccl", "staged"};
+  return choose(name, value, names, 3, "a CUDA backend (auto, nccl or staged)", &s->cuda_backend);
 }
 
 static dist_status parse_nb_allreduce_min(const char *name, const char *value, dist__settings *s) {
@@ -113,32 +120,17 @@ static dist_status parse_store_server(const char *name, const char *value, dist_
 
 static dist_status parse_host_engine(const char *name, const char *value, dist__settings *s) {
   static const char *const names[] = {"auto", "mpi", "gloo"};
-  for (int i = 0; i < 3; i++)
-    if (strcasecmp(value, names[i]) == 0) {
-      s->host_engine = i;
-      return DIST_SUCCESS;
-    }
-  return dist__error(DIST_ERR_SETTING, "%s='%s' is not a host engine (auto, mpi or gloo)", name, value);
+  return choose(name, value, names, 3, "a host engine (auto, mpi or gloo)", &s->host_engine);
 }
 
 static dist_status parse_round(const char *name, const char *value, dist__settings *s) {
   static const char *const names[] = {"p2p", "auto"};
-  for (int i = 0; i < 2; i++)
-    if (strcasecmp(value, names[i]) == 0) {
-      s->round_shm = i;
-      return DIST_SUCCESS;
-    }
-  return dist__error(DIST_ERR_SETTING, "%s='%s' is not a round engine (auto or p2p)", name, value);
+  return choose(name, value, names, 2, "a round engine (auto or p2p)", &s->round_shm);
 }
 
 static dist_status parse_shm(const char *name, const char *value, dist__settings *s) {
   static const char *const names[] = {"off", "auto"};
-  for (int i = 0; i < 2; i++)
-    if (strcasecmp(value, names[i]) == 0) {
-      s->shm_data = i;
-      return DIST_SUCCESS;
-    }
-  return dist__error(DIST_ERR_SETTING, "%s='%s' is not auto or off", name, value);
+  return choose(name, value, names, 2, "auto or off", &s->shm_data);
 }
 
 /* Where a parsed value lands, so that code comparing settings across ranks

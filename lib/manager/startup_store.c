@@ -181,7 +181,6 @@ dist_status dist__start_store(dist_status local, dist_status (*choose_device)(in
   for (int k = 0; k < 4; k++) dist__layout_free(&layouts[k]); /* no-ops for those the table took over */
   s = agree(s, "connecting the built-in groups (Gloo)");
   if (s) return s;
-  dist__engine.node_leader = leader;
   DIST_CHECK(dist__groups_open_rounds(0));
   snprintf(m->master_addr, sizeof m->master_addr, "%s", l->master_addr);
   m->master_port = l->master_port;
