@@ -13,6 +13,7 @@
 #include "core/check.h"
 #include "core/fault.h"
 #include "core/hash.h"
+#include "core/reserve.h"
 #include "backend/agree.h"
 #include "backend/backend.h"
 #include "backend/round_shm.h"
@@ -155,6 +156,13 @@ static dist_status exchange_direct(const engine *e, int64_t *w, const char *call
   return DIST_SUCCESS;
 }
 
+/* Where a round's words live. A wait that gives up (a peer's fault,
+ * DIST_TIMEOUT) leaves its requests to MPI, which may still write into them
+ * later (the exit-time flush): not the caller's frame, but a block such a
+ * round never frees, from the reserve (core/reserve.h) when malloc fails: a
+ * rank that could not allocate them would skip the one exchange that exists
+ * to turn its failure into everyone's. Rounds on shared memory use their
+ * window's room (P blocks, no requests to abandon). */
 /* The round on e's communicator, shared window or Gloo context. Every round
  * on one group takes the same path and pattern (they depend on the size and
  * engine only), so two ranks at different control points still pair up. */
@@ -162,10 +170,7 @@ static dist_status round_run(const engine *eng, dist__round *r, const char *call
   engine with_spec = *eng, *e = &with_spec;
   with_spec.spec = r->spec;
   int me = e->rank, P = e->size, direct = P <= DIRECT_MAX || e->shm; /* (w holds every rank's words) */
-  /* A wait that gives up (a peer's fault, DIST_TIMEOUT) leaves its requests
-   * to MPI, which may still write into them later (the exit-time flush): the
-   * words live on the heap, and stay there then, not in the caller's frame. */
-  int64_t *w = malloc(W * (size_t)(direct && P > 2 ? P : 2) * sizeof *w);
+  int64_t *w = e->shm ? dist__round_shm_words(e->shm) : dist__reserve_alloc(W * (size_t)(direct && P > 2 ? P : 2) * sizeof *w, 0);
   if (!w) return dist__error(DIST_ERR_NO_MEMORY, "%s: control words", call);
   memcpy(w, r->in, sizeof r->in);
   dist_status s;
@@ -175,12 +180,10 @@ static dist_status round_run(const engine *eng, dist__round *r, const char *call
   } else {
     s = direct ? exchange_direct(e, w, call) : exchange_doubling(e, w, call);
   }
-  if (s) {
-    if (e->g || e->shm) free(w); /* Gloo's steps and the window returned with w; MPI's abandoned requests keep it */
-    return s;
-  }
-  memcpy(r->out, w, sizeof r->out);
-  free(w);
+  if (!s) memcpy(r->out, w, sizeof r->out);
+  /* Gloo's steps returned with w; MPI's abandoned requests keep it */
+  if (!e->shm && (!s || e->g)) dist__reserve_free(w);
+  if (s) return s;
   if (r->out[4] && round_failed(r)) {
     if (e->g) /* only MPI groups speculate: a word no rank could have sent */
       return dist__error(DIST_ERR_MISMATCH, "%s: a rank of a Gloo group says it speculated", call);
@@ -245,7 +248,26 @@ static dist_status on_group(const dist__group *g, engine *e) {
   return DIST_SUCCESS;
 }
 
-/* One round; *differs: the hashes disagree (no rank failed). */
+/* After a round whose hashes differed, every rank runs exactly one more,
+ * on the name of its control point alone. The exchanges that then name
+ * what differs are each point's own (an all-gather of call signatures, of
+ * parameter shapes...): two ranks at different points would wait in
+ * different ones for each other. They run only when every rank is at the
+ * same point; otherwise each rank returns DIST_ERR_MISMATCH here. */
+static dist_status same_point(const engine *e, const char *point, const char *what) {
+  dist__round r = round_init(e->rank, DIST_SUCCESS, hash_str(point) ^ 0x5a5a5a5a5a5a5a5aULL);
+  char call[200];
+  snprintf(call, sizeof call, "%s (which control point)", what);
+  DIST_CHECK(round_run(e, &r, call));
+  if (!dist__round_hash_differs(&r)) return DIST_SUCCESS;
+  return dist__error(DIST_ERR_MISMATCH,
+                     "%s: the ranks reached different points of the program (a call skipped, added or reordered "
+                     "on some rank)",
+                     what);
+}
+
+/* One round; *differs: the hashes disagree (no rank failed) and every rank
+ * is at this point. */
 static dist_status agree_round(const engine *e, dist_status mine, uint64_t hash, const char *what, int *differs) {
   *differs = 0;
   if (e->size == 1) return mine;
@@ -253,18 +275,18 @@ static dist_status agree_round(const engine *e, dist_status mine, uint64_t hash,
   dist__round r = round_init(e->rank, mine, hash ^ hash_str(what));
   dist_status s = round_run(e, &r, what);
   if (!s) s = round_failure(e->size, &r, mine, what, "");
-  if (!s) *differs = dist__round_hash_differs(&r);
+  if (!s && dist__round_hash_differs(&r)) {
+    s = same_point(e, what, what);
+    *differs = !s;
+  }
   return s;
 }
 
 static dist_status agree_on(const engine *e, dist_status mine, const char *what) {
   int differs;
   dist_status s = agree_round(e, mine, 0, what, &differs);
-  if (differs)
-    return dist__error(DIST_ERR_MISMATCH,
-                       "%s: the ranks reached different points of the program (a call skipped or added on some "
-                       "rank)",
-                       what);
+  if (differs) /* (the hash is the point's name alone: unreachable) */
+    return dist__error(DIST_ERR_MISMATCH, "%s: the ranks passed different hashes", what);
   return s;
 }
 
@@ -364,6 +386,12 @@ dist_status dist__round_run_group(const dist__group *g, dist__round *r, const ch
   engine e;
   DIST_CHECK(on_group(g, &e));
   return round_run(&e, r, call);
+}
+
+dist_status dist__round_same_point_group(const dist__group *g, const char *point, const char *what) {
+  engine e;
+  DIST_CHECK(on_group(g, &e));
+  return same_point(&e, point, what);
 }
 
 dist_status dist__round_failure_group(const dist__group *g, const dist__round *r, dist_status local, const char *what,

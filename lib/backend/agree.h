@@ -54,6 +54,12 @@ dist_status dist__agree_status_hash_group(const struct dist__group *g, dist_stat
                                           int *differs);
 dist__round dist__round_init_group(const struct dist__group *g, dist_status local, uint64_t hash);
 dist_status dist__round_run_group(const struct dist__group *g, dist__round *r, const char *call);
+/* After a round whose hashes differ: are all members at control point
+ * `point` (a name), so that its own exchanges naming what differs can run?
+ * DIST_SUCCESS if so, else DIST_ERR_MISMATCH (its message names `what`) on
+ * every member. Every member whose round saw the difference must call it,
+ * whatever its point (agree.c: each agreement above does). */
+dist_status dist__round_same_point_group(const struct dist__group *g, const char *point, const char *what);
 dist_status dist__round_failure_group(const struct dist__group *g, const dist__round *r, dist_status local,
                                       const char *what, const char *where);
 

@@ -111,12 +111,9 @@ dist_status dist__backend_for(dist_memory mem, dist__group *g, const dist__backe
 void dist__backend_release_group(dist__group *g);
 
 /* Groups with their communicators (group_comm.c). */
-/* Add a group with this layout (taken over) after creating its communicator
- * with MPI_Comm_split over the world. Collective over the world. */
-dist_status dist__group_add(const char *name, int parent, dist__layout *layout);
 /* Add n groups of one parent with one agreement: all of them or, on any
- * rank's failure (`local`: computing the layouts failed here), none. The
- * layouts are taken over. Collective. */
+ * rank's failure (`local`: computing the layouts failed here, and layouts
+ * may be NULL), none. The layouts are taken over. Collective. */
 dist_status dist__group_add_all(int n, const char *const *names, int parent, dist__layout *layouts,
                                 dist_status local);
 /* Add a group whose communicator `comm` (MPI_COMM_NULL for non-members) the

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "core/reserve.h"
 #include "backend/gloo.h"
 
 static int can_reduce(dist_dtype t, dist_reduce_op op) {
@@ -40,9 +41,10 @@ static dist_status reduce(dist__group *g, const void *send, void *recv, size_t c
   return dist__gloo_reduce(g->gloo, send, recv, count, t, op, root);
 }
 
-/* counts/displs in elements -> bytes, in arrays of 2P (counts, then displs). */
+/* counts/displs in elements -> bytes, in arrays of 2P (counts, then displs);
+ * count arrays come from core/reserve.h (made after the check round). */
 static dist_status bytes_of(int P, const size_t *counts, const size_t *displs, size_t es, size_t **out) {
-  size_t *b = malloc(sizeof *b * 2 * (size_t)P);
+  size_t *b = dist__reserve_alloc(sizeof *b * 2 * (size_t)P, 0);
   if (!b) return dist__error(DIST_ERR_NO_MEMORY, "Gloo byte counts for %d ranks", P);
   for (int r = 0; r < P; r++) b[r] = counts[r] * es, b[P + r] = displs[r] * es;
   *out = b;
@@ -68,16 +70,16 @@ static dist_status all_gather_v(dist__group *g, const void *send, void *recv, co
   dist_status s;
   if (packed(P, counts, displs)) s = dist__gloo_all_gather_v(g->gloo, send, recv, b);
   else { /* my block to everyone, each one's block from them */
-    size_t *mine = malloc(sizeof *mine * 2 * (size_t)P);
+    size_t *mine = dist__reserve_alloc(sizeof *mine * 2 * (size_t)P, 0);
     if (!mine) s = dist__error(DIST_ERR_NO_MEMORY, "Gloo byte counts for %d ranks", P);
     else {
       for (int r = 0; r < P; r++) mine[r] = b[me], mine[P + r] = 0;
       /* My own block: the exchange copies send + 0 to recv + displs[me]. */
       s = dist__gloo_exchange(g->gloo, send, mine, mine + P, recv, b, b + P);
-      free(mine);
+      dist__reserve_free(mine);
     }
   }
-  free(b);
+  dist__reserve_free(b);
   return s;
 }
 
@@ -94,15 +96,15 @@ static dist_status gather_v(dist__group *g, const void *send, void *recv, const 
                             dist_dtype t, int root) {
   DIST_CHECK(context(g));
   int P = g->size, me = g->rank;
-  size_t *b, *s = calloc(2 * (size_t)P, sizeof *s);
+  size_t *b, *s = dist__reserve_alloc(2 * (size_t)P * sizeof *s, 1);
   if (!s) return dist__error(DIST_ERR_NO_MEMORY, "Gloo byte counts for %d ranks", P);
   dist_status st = bytes_of(P, counts, displs, dist_dtype_size(t), &b);
   if (!st) {
     s[root] = b[me]; /* my block to the root only */
     st = dist__gloo_exchange(g->gloo, send, s, s + P, recv, me == root ? b : NULL, b + P);
-    free(b);
+    dist__reserve_free(b);
   }
-  free(s);
+  dist__reserve_free(s);
   return st;
 }
 
@@ -110,15 +112,15 @@ static dist_status scatter_v(dist__group *g, const void *send, void *recv, const
                              dist_dtype t, int root) {
   DIST_CHECK(context(g));
   int P = g->size, me = g->rank;
-  size_t *b, *r = calloc(2 * (size_t)P, sizeof *r);
+  size_t *b, *r = dist__reserve_alloc(2 * (size_t)P * sizeof *r, 1);
   if (!r) return dist__error(DIST_ERR_NO_MEMORY, "Gloo byte counts for %d ranks", P);
   dist_status st = bytes_of(P, counts, displs, dist_dtype_size(t), &b);
   if (!st) {
     r[root] = b[me]; /* my block from the root only, at recv + 0 */
     st = dist__gloo_exchange(g->gloo, send, me == root ? b : NULL, b + P, recv, r, r + P);
-    free(b);
+    dist__reserve_free(b);
   }
-  free(r);
+  dist__reserve_free(r);
   return st;
 }
 
@@ -134,9 +136,9 @@ static dist_status all_to_all_v(dist__group *g, const void *send, const size_t *
    * exchange there) would wait for each other forever. */
   if (!st) {
     st = dist__gloo_exchange(g->gloo, send, s, s + P, recv, r, r + P);
-    free(r);
+    dist__reserve_free(r);
   }
-  free(s);
+  dist__reserve_free(s);
   return st;
 }
 

@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include "backend/backend.h"
+#include "core/reserve.h"
 #include "backend/half_ops.h"
 #include "backend/spec.h"
 #include "backend/wait.h"
@@ -48,14 +49,14 @@ static dist_status count_int(size_t n, int *out) {
 
 /* MPI takes int counts and displacements: `k` arrays of n entries converted
  * into one block, kept in the pending state of non-blocking calls until
- * completion. */
+ * completion. Made after the check round: core/reserve.h. */
 static dist_status int_arrays(int n, int k, const size_t *const *in, int *small, int **out) {
-  int *v = small && k * n <= SMALL_INTS ? small : malloc(sizeof(int) * (size_t)k * (size_t)(n ? n : 1));
+  int *v = small && k * n <= SMALL_INTS ? small : dist__reserve_alloc(sizeof(int) * (size_t)k * (size_t)(n ? n : 1), 0);
   if (!v) return dist__error(DIST_ERR_NO_MEMORY, "count arrays for %d ranks", n);
   for (int j = 0; j < k; j++)
     for (int i = 0; i < n; i++) {
       if (in[j][i] > INT_MAX) {
-        if (v != small) free(v);
+        if (v != small) dist__reserve_free(v);
         return dist__error(DIST_ERR_UNSUPPORTED, "count or offset %zu exceeds the MPI limit of %d", in[j][i], INT_MAX);
       }
       v[j * n + i] = (int)in[j][i];
@@ -74,7 +75,7 @@ static dist_status int_arrays(int n, int k, const size_t *const *in, int *small,
 /* v came from INT_ARRAYS with `small`: freed unless it is small or a
  * broken wait left it to MPI. */
 static void int_arrays_free(int *v, const int *small) {
-  if (v != small && !dist__engine.broken) free(v);
+  if (v != small && !dist__engine.broken) dist__reserve_free(v);
 }
 
 static dist_status done(int rc, const char *call) { return rc == MPI_SUCCESS ? DIST_SUCCESS : dist__mpi_error(rc, call); }
@@ -131,7 +132,7 @@ static dist_status all_gather_v(dist__group *g, const void *send, void *recv, co
   if (p) {
     p->state = v;
     rc = MPI_Iallgatherv(send, v[g->rank], mpi_type(t), recv, v, v + P, mpi_type(t), dist__comm(g), &p->mpi);
-    if (rc != MPI_SUCCESS) free(v), p->state = NULL;
+    if (rc != MPI_SUCCESS) dist__reserve_free(v), p->state = NULL;
     return done(rc, "MPI_Iallgatherv");
   }
   MPI_Request q_;
@@ -182,7 +183,7 @@ static dist_status all_to_all_v(dist__group *g, const void *send, const size_t *
   if (p) {
     p->state = v;
     rc = MPI_Ialltoallv(send, v, v + P, mt, recv, v + 2 * P, v + 3 * P, mt, dist__comm(g), &p->mpi);
-    if (rc != MPI_SUCCESS) free(v), p->state = NULL;
+    if (rc != MPI_SUCCESS) dist__reserve_free(v), p->state = NULL;
     return done(rc, "MPI_Ialltoallv");
   }
   MPI_Request q_;
@@ -199,7 +200,7 @@ static dist_status barrier(dist__group *g) {
 static dist_status wait(dist__pending *p) {
   dist_status s = dist__wait(&p->mpi, "MPI_Wait", DIST__WAIT_DATA);
   if (s && dist__engine.broken) return s; /* the request may still use its count arrays */
-  free(p->state);
+  dist__reserve_free(p->state);
   p->state = NULL;
   return s;
 }
@@ -207,7 +208,7 @@ static dist_status wait(dist__pending *p) {
 static dist_status test(dist__pending *p, int *flag) {
   int rc = MPI_Test(&p->mpi, flag, MPI_STATUS_IGNORE);
   if (rc != MPI_SUCCESS || *flag) {
-    free(p->state);
+    dist__reserve_free(p->state);
     p->state = NULL;
   }
   return done(rc, "MPI_Test");

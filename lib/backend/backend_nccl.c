@@ -13,6 +13,7 @@
 #include "backend/backend.h"
 #include "backend/board.h"
 #include "core/check.h"
+#include "core/reserve.h"
 #include "mem/cuda_libs.h"
 #include "backend/faults.h"
 #include "mem/memops.h"
@@ -208,11 +209,11 @@ static dist_status exchange(dist__group *g, const char *send, const size_t *sc, 
 static dist_status all_gather_v(dist__group *g, const void *send, void *recv, const size_t *counts,
                                 const size_t *displs, dist_dtype t, dist__pending *p) {
   int P = g->size;
-  size_t *s = malloc(sizeof(size_t) * 2 * (size_t)P);
+  size_t *s = dist__reserve_alloc(sizeof(size_t) * 2 * (size_t)P, 0); /* (core/reserve.h) */
   if (!s) return dist__error(DIST_ERR_NO_MEMORY, "count arrays");
   for (int r = 0; r < P; r++) s[r] = counts[g->rank], s[P + r] = 0; /* my chunk to everyone */
   dist_status st = exchange(g, send, s, s + P, recv, counts, displs, dist_dtype_size(t));
-  free(s);
+  dist__reserve_free(s);
   return st;
 }
 
@@ -238,22 +239,22 @@ static dist_status reduce_scatter_v(dist__group *g, const void *send, void *recv
 static dist_status gather_v(dist__group *g, const void *send, void *recv, const size_t *counts, const size_t *displs,
                             dist_dtype t, int root) {
   int P = g->size, me = g->rank;
-  size_t *s = calloc(2 * (size_t)P, sizeof(size_t));
+  size_t *s = dist__reserve_alloc(2 * (size_t)P * sizeof(size_t), 1);
   if (!s) return dist__error(DIST_ERR_NO_MEMORY, "count arrays");
   s[root] = counts[me];
   dist_status st = exchange(g, send, s, s + P, recv, me == root ? counts : NULL, displs, dist_dtype_size(t));
-  free(s);
+  dist__reserve_free(s);
   return st;
 }
 
 static dist_status scatter_v(dist__group *g, const void *send, void *recv, const size_t *counts, const size_t *displs,
                              dist_dtype t, int root) {
   int P = g->size, me = g->rank;
-  size_t *r = calloc(2 * (size_t)P, sizeof(size_t));
+  size_t *r = dist__reserve_alloc(2 * (size_t)P * sizeof(size_t), 1);
   if (!r) return dist__error(DIST_ERR_NO_MEMORY, "count arrays");
   r[root] = counts[me];
   dist_status st = exchange(g, send, me == root ? counts : NULL, displs, recv, r, r + P, dist_dtype_size(t));
-  free(r);
+  dist__reserve_free(r);
   return st;
 }
 

@@ -25,24 +25,27 @@ typedef struct board {
 /* The entry is our own memory exposed with MPI_Win_create, not memory from
  * MPI_Win_allocate: in MPICH 4.0.x with ch4:ucx (Debian 12's), a peer's
  * MPI_Rget of a window from MPI_Win_allocate reads zeros for some ranks
- * (pmodels/mpich#6110), which made ranks that had arrived look absent. */
+ * (pmodels/mpich#6110), which made ranks that had arrived look absent.
+ * Both are static, not allocated: a rank whose allocation failed would skip
+ * the collective MPI_Win_create and leave the others waiting in it. A window
+ * left open by an abnormal end keeps exposing the entry, which a later
+ * initialize exposes again in its own window (overlapping windows are
+ * allowed; the old one is never read again). */
+static board the_board;
+static entry the_entry;
+
 dist_status dist__board_open(void) {
   if (dist__engine.timeout <= 0 || dist__groups.size == 1) return DIST_SUCCESS;
-  board *b = calloc(1, sizeof *b);
-  entry *mine = calloc(1, sizeof *mine);
-  int rc = b && mine ? MPI_Win_create(mine, (MPI_Aint)sizeof *mine, 1, MPI_INFO_NULL, dist__engine.world, &b->win) : MPI_ERR_NO_MEM;
+  board *b = &the_board;
+  memset(&the_entry, 0, sizeof the_entry);
+  the_entry.group = -1;
+  int rc = MPI_Win_create(&the_entry, (MPI_Aint)sizeof the_entry, 1, MPI_INFO_NULL, dist__engine.world, &b->win);
   if (rc == MPI_SUCCESS) {
-    b->mine = mine;
-    b->mine->group = -1;
+    b->mine = &the_entry;
     rc = MPI_Win_set_errhandler(b->win, MPI_ERRORS_RETURN);
     if (rc == MPI_SUCCESS) rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, b->win);
   }
-  dist_status s = rc == MPI_SUCCESS ? DIST_SUCCESS : dist__mpi_error(rc, "MPI_Win_create (progress board)");
-  if (s) {
-    free(b);
-    if (rc != MPI_SUCCESS) free(mine); /* else a window still exposes it (not freed: not collective here) */
-    return s;
-  }
+  if (rc != MPI_SUCCESS) return dist__mpi_error(rc, "MPI_Win_create (progress board)");
   dist__engine.board = b;
   return DIST_SUCCESS;
 }
@@ -54,9 +57,7 @@ void dist__board_close(int collective) {
   if (collective) {
     DIST_WARN_CALL(MPI_Win_unlock_all(b->win));
     DIST_WARN_CALL(MPI_Win_free(&b->win));
-    free((void *)b->mine);
-  } /* else the window stays, and its memory with it: peers may still read it */
-  free(b);
+  } /* else the window stays: peers may still read it */
   dist__engine.board = NULL;
 }
 

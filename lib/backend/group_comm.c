@@ -143,10 +143,13 @@ dist_status dist__group_keep_gloo(const char *name, int parent, dist__layout *la
 dist_status dist__group_add_all(int n, const char *const *names, int parent, dist__layout *layouts, dist_status local) {
   int before = dist__groups.ngroups;
   dist_status s = local;
+  dist__layout none; /* for every group when layouts is NULL (local failed) */
+  memset(&none, 0, sizeof none);
+#define LAYOUT(k) (layouts ? &layouts[k] : &none)
 #ifdef HAVE_GLOO
   if (dist__engine.rdzv) {
     for (int k = 0; k < n; k++) {
-      dist_status r = dist__group_keep_gloo(names[k], parent, &layouts[k], s);
+      dist_status r = dist__group_keep_gloo(names[k], parent, LAYOUT(k), s);
       if (!s) s = r;
     }
     s = dist__agree_group(dist__groups.groups[0], s, n > 1 ? "creating process groups" : "creating a process group");
@@ -158,9 +161,9 @@ dist_status dist__group_add_all(int n, const char *const *names, int parent, dis
   for (int k = 0; k < n; k++) {
     /* Split on every rank even after a local failure: the others are in it. */
     MPI_Comm comm = MPI_COMM_NULL;
-    int color = s || !layouts[k].color ? -1 : layouts[k].color[dist__groups.rank];
-    int rc = MPI_Comm_split(dist__engine.world, color >= 0 ? color : MPI_UNDEFINED, color >= 0 ? layouts[k].key[dist__groups.rank] : 0, &comm);
-    if (!s) s = rc != MPI_SUCCESS ? dist__mpi_error(rc, "MPI_Comm_split") : dist__group_keep(names[k], parent, &layouts[k], comm);
+    int color = s || !LAYOUT(k)->color ? -1 : LAYOUT(k)->color[dist__groups.rank];
+    int rc = MPI_Comm_split(dist__engine.world, color >= 0 ? color : MPI_UNDEFINED, color >= 0 ? LAYOUT(k)->key[dist__groups.rank] : 0, &comm);
+    if (!s) s = rc != MPI_SUCCESS ? dist__mpi_error(rc, "MPI_Comm_split") : dist__group_keep(names[k], parent, LAYOUT(k), comm);
     else if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
   }
   /* Every rank must add the groups, or the tables would diverge. */
@@ -168,6 +171,7 @@ dist_status dist__group_add_all(int n, const char *const *names, int parent, dis
   if (!s) s = dist__groups_open_rounds(before);
   while (s && dist__groups.ngroups > before) free_group(dist__groups.groups[--dist__groups.ngroups]); /* kept here, failed elsewhere */
   return s;
+#undef LAYOUT
 }
 
 dist_status dist__groups_open_rounds(int from) {
@@ -180,10 +184,6 @@ dist_status dist__groups_open_rounds(int from) {
 #endif
   }
   return s;
-}
-
-dist_status dist__group_add(const char *name, int parent, dist__layout *layout) {
-  return dist__group_add_all(1, &name, parent, layout, DIST_SUCCESS);
 }
 
 static void free_group(dist__group *g) {

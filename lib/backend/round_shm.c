@@ -29,7 +29,12 @@ struct dist__round_shm {
   slot *slots;        /* parity 0's P slots, then parity 1's */
   int64_t rounds;
   int me, size;
+  int64_t words[]; /* the round's local words, P blocks (agree.c): no allocation per round */
 };
+
+static size_t words_bytes(int size) { return (size_t)size * DIST__ROUND_WORDS * sizeof(int64_t); }
+
+int64_t *dist__round_shm_words(dist__round_shm *sh) { return sh->words; }
 
 static slot *slot_of(const dist__round_shm *sh, int64_t round, int rank) {
   return &sh->slots[(size_t)(round & 1) * (size_t)sh->size + (size_t)rank];
@@ -52,7 +57,7 @@ static dist_status open_mpi(dist__group *g) {
   int shared = 0;
   DIST_CHECK(one_node(comm, g->size, &shared));
   if (!shared) return DIST_SUCCESS;
-  dist__round_shm *sh = calloc(1, sizeof *sh);
+  dist__round_shm *sh = calloc(1, sizeof *sh + words_bytes(g->size));
   MPI_Aint bytes = g->rank == 0 ? (MPI_Aint)(2 * (size_t)g->size * sizeof(slot)) : 0;
   slot *base = NULL;
   MPI_Win win = MPI_WIN_NULL;
@@ -90,7 +95,7 @@ static dist_status open_mpi(dist__group *g) {
  * failure on any member: messages, on every member. */
 static dist_status open_mapped(dist__group *g) {
   dist__shm_seg seg;
-  dist__round_shm *sh = calloc(1, sizeof *sh); /* before: a member without it refuses the segment */
+  dist__round_shm *sh = calloc(1, sizeof *sh + words_bytes(g->size)); /* before: a member without it refuses the segment */
   dist_status s = dist__shm_seg_open(g, "round", 2 * (size_t)g->size * sizeof(slot), sh != NULL, &seg);
   if (s || !seg.map) return free(sh), s;
   sh->win = MPI_WIN_NULL, sh->seg = seg, sh->slots = seg.map, sh->me = g->rank, sh->size = g->size;

@@ -36,6 +36,8 @@ void dist__round_shm_close(struct dist__group *g);
  * those of rank me-k. On MPI the wait is polled as dist__wait's control waits
  * (progressing MPI on comm); without MPI (comm is MPI_COMM_NULL) it checks
  * that the peer it waits for is alive and bounds itself by DIST_TIMEOUT. */
+/* Room for a round's words: DIST__ROUND_WORDS per member. */
+int64_t *dist__round_shm_words(dist__round_shm *sh);
 dist_status dist__round_shm_exchange(dist__round_shm *sh, MPI_Comm comm, int64_t *w, int n, struct dist__spec *spec,
                                      const char *call);
 

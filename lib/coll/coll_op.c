@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "coll/coll_op.h"
+#include "core/reserve.h"
 
 void dist__post_init(dist__post *p, dist_memory mem) {
   /* Field by field (a new field must be set here): a memset would also
@@ -48,7 +49,7 @@ dist_status dist__post_run(dist__post *p) {
 }
 
 dist_status dist__request_new(const dist__call *c, dist_request **out) {
-  dist_request *r = calloc(1, sizeof *r);
+  dist_request *r = dist__reserve_alloc(sizeof *r, 1); /* (after the check round: core/reserve.h) */
   if (!r) return dist__error(DIST_ERR_NO_MEMORY, "%s: request", c->what);
   r->what = c->what;
   r->be = c->be;
@@ -90,7 +91,7 @@ dist_status dist__request_stream(const dist__call *c, dist_memory mem, dist_requ
   (*out)->be = NULL;
   dist_status s = dist__mem_event_record(mem, &(*out)->pending.event);
   if (s) {
-    free(*out);
+    dist__reserve_free(*out);
     *out = NULL;
   }
   return s;
@@ -99,7 +100,7 @@ dist_status dist__request_stream(const dist__call *c, dist_memory mem, dist_requ
 void dist__request_discard(dist_request *r) {
   if (!r) return;
   dist__post_release(&r->post);
-  free(r);
+  dist__reserve_free(r);
 }
 
 dist_status dist_request_free(dist_request *r) {
@@ -113,6 +114,6 @@ dist_status dist_request_free(dist_request *r) {
                     "(wait or test it to completion first)",
                     what);
   }
-  free(r);
+  dist__reserve_free(r);
   return s;
 }

@@ -3,10 +3,12 @@
 #include <string.h>
 
 #include "coll/coll_internal.h"
+#include "core/reserve.h"
 
 /* Counts and displacements of a split (v[0..P) and v[P..2P)), in the
  * caller's frame for groups of up to COUNTS_SMALL ranks: no allocation per
- * call (bench/collectives' per-call cost). Never copied. */
+ * call (bench/collectives' per-call cost); beyond, from core/reserve.h (they
+ * are made after the check round). Never copied. */
 #define COUNTS_SMALL 16
 typedef struct counts {
   size_t *v;
@@ -14,14 +16,14 @@ typedef struct counts {
 } counts;
 
 static dist_status counts_of(const dist__split *s, counts *c) {
-  c->v = s->P <= COUNTS_SMALL ? c->small : malloc(sizeof(size_t) * 2 * (size_t)s->P);
+  c->v = s->P <= COUNTS_SMALL ? c->small : dist__reserve_alloc(sizeof(size_t) * 2 * (size_t)s->P, 0);
   if (!c->v) return dist__error(DIST_ERR_NO_MEMORY, "count arrays for %d ranks", s->P);
   dist__split_counts(s, c->v, c->v + s->P);
   return DIST_SUCCESS;
 }
 
 static void counts_free(counts *c) {
-  if (c->v != c->small) free(c->v);
+  if (c->v != c->small) dist__reserve_free(c->v);
   c->v = NULL;
 }
 

@@ -135,7 +135,10 @@ static dist_status verify_round(dist__call *c, dist_status local, dist__spec *sp
     snprintf(where, sizeof where, " on group '%s' (call #%llu)", c->g->name, (unsigned long long)c->sig.seq);
     return dist__round_failure_group(c->g, &r, local, c->what, where);
   }
-  if (dist__round_hash_differs(&r)) return mismatch(c);
+  if (dist__round_hash_differs(&r)) { /* every check round shares mismatch()'s exchange: one point */
+    DIST_CHECK(dist__round_same_point_group(c->g, "the check round of a collective", c->what));
+    return mismatch(c);
+  }
   if (r.out[3] != 0) return exchange_mismatch(c); /* same on every rank: a sum */
   return DIST_SUCCESS;
 }

@@ -38,9 +38,11 @@ static dist_status begin(const char *what, uint64_t hash) {
 }
 
 
-/* Create `name` from `layout`; the layout is released either way. */
-static dist_status add(const char *name, int parent, dist__layout *layout) {
-  dist_status s = dist__group_add(name, parent, layout);
+/* Create `name` from `layout` (`local`: its computation failed here; the
+ * creation still meets the other ranks, which may have succeeded, and every
+ * rank returns the error). The layout is released either way. */
+static dist_status add(const char *name, int parent, dist__layout *layout, dist_status local) {
+  dist_status s = dist__group_add_all(1, &name, parent, layout, local);
   dist__layout_free(layout);
   return s;
 }
@@ -51,10 +53,10 @@ dist_status dist_group_create_subgroup(const char *name, int size, const char *p
   dist__group *p;
   DIST_CHECK(dist__group_check_new_name(name));
   DIST_CHECK(dist__group_find(parent, &p));
-  dist__layout l;
+  dist__layout l = {0}; /* (freeable whatever the layout call did) */
   dist_status s = dist__layout_subgroup(&p->layout, size, &l);
-  if (s) return dist__error_context(s, "subgroup '%s' of '%s'", name, p->name);
-  return add(name, p->index, &l);
+  if (s) s = dist__error_context(s, "subgroup '%s' of '%s'", name, p->name);
+  return add(name, p->index, &l, s);
 }
 
 dist_status dist_group_create_orthogonal(const char *name, const char *of) {
@@ -65,10 +67,10 @@ dist_status dist_group_create_orthogonal(const char *name, const char *of) {
   if (!of) return dist__error(DIST_ERR_INVALID_ARGUMENT, "orthogonal group '%s': source group name is NULL", name);
   DIST_CHECK(dist__group_find(of, &g));
   if (g->parent < 0) return dist__error(DIST_ERR_INVALID_ARGUMENT, "orthogonal group '%s': 'world' has no parent to be orthogonal in", name);
-  dist__layout l;
+  dist__layout l = {0}; /* (freeable whatever the layout call did) */
   dist_status s = dist__layout_orthogonal(&dist__groups.groups[g->parent]->layout, &g->layout, &l);
-  if (s) return dist__error_context(s, "orthogonal group '%s' of '%s'", name, of);
-  return add(name, g->parent, &l);
+  if (s) s = dist__error_context(s, "orthogonal group '%s' of '%s'", name, of);
+  return add(name, g->parent, &l, s);
 }
 
 dist_status dist_group_create_ranks(const char *name, int n, const int *ranks) {
@@ -77,10 +79,10 @@ dist_status dist_group_create_ranks(const char *name, int n, const int *ranks) {
   DIST_CHECK(begin("dist_group_create_ranks", h));
   DIST_CHECK(dist__group_check_new_name(name));
   if (!ranks) return dist__error(DIST_ERR_INVALID_ARGUMENT, "group '%s': rank list is NULL", name);
-  dist__layout l;
+  dist__layout l = {0}; /* (freeable whatever the layout call did) */
   dist_status s = dist__layout_ranks(dist__groups.size, n, ranks, &l);
-  if (s) return dist__error_context(s, "group '%s'", name);
-  return add(name, 0, &l);
+  if (s) s = dist__error_context(s, "group '%s'", name);
+  return add(name, 0, &l, s);
 }
 
 /* ---- mesh ------------------------------------------------------------------ */
@@ -90,9 +92,9 @@ static dist_status create_axes(dist__group *p, int ndims, const int *dims, const
   dist__layout *l = calloc((size_t)ndims, sizeof *l);
   dist_status s = l ? DIST_SUCCESS : dist__error(DIST_ERR_NO_MEMORY, "layouts of %d groups", ndims);
   for (int k = 0; !s && k < ndims; k++) s = dist__layout_axis(&p->layout, ndims, dims, k, &l[k]);
-  /* All axes in one agreement; a layout that failed here still splits (as
-   * a non-member) so that no rank waits. */
-  if (l) s = dist__group_add_all(ndims, names, p->index, l, s);
+  /* All axes in one agreement; a layout that failed here (or no room for
+   * the layouts: l NULL) still splits (as a non-member) so that no rank waits. */
+  s = dist__group_add_all(ndims, names, p->index, l, s);
   for (int k = 0; l && k < ndims; k++) dist__layout_free(&l[k]); /* no-ops for layouts the table took over */
   free(l);
   return s;
@@ -198,8 +200,7 @@ dist_status dist_group_create_tree(const dist_group_node *root) {
   int budget = TREE_MAX_NODES;
   DIST_CHECK(begin("dist_group_create_tree", hash_tree(hash_str(DIST__HASH_SEED, "tree"), root, 0, &budget)));
   if (!root) return dist__error(DIST_ERR_INVALID_ARGUMENT, "group tree root is NULL");
-  tree_walk *w = malloc(sizeof *w);
-  if (!w) return dist__error(DIST_ERR_NO_MEMORY, "group tree walk");
+  tree_walk walk, *w = &walk; /* (16 KiB; on the stack: a rank that failed to allocate it would leave the others waiting) */
   dist__group *g;
   dist_status s = tree_walk_bfs(root, w);
   int root_exists = !s && dist__group_find(root->name, &g) == DIST_SUCCESS;
@@ -221,6 +222,5 @@ dist_status dist_group_create_tree(const dist_group_node *root) {
     s = dist__group_find(node->name, &g);
     if (!s) s = create_axes(g, m, dims, names);
   }
-  free(w);
   return s;
 }

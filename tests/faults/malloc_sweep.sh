@@ -1,0 +1,80 @@
+#!/bin/sh
+# The allocation-failure sweep: at 3 ranks, for every allocation k that
+# distmgr's own code makes on rank 1 during tests/faults/malloc_sweep (start-
+# up, groups, collectives, FFT, DDP, finalize), run the program with that one
+# allocation failing (tests/faults/failmalloc.so). Each run must end by
+# itself (no rank left waiting for the one that failed), without a crash
+# (exit 0, or distmgr's own MPI_Abort after a finalize that failed), and never
+# report a success with a wrong result.
+#   MALLOC_SWEEP_RANK  the failing rank (default 1)
+#   MALLOC_SWEEP_EVERY every n-th allocation only, from the first (default 1:
+#                      all of them; .ci/run samples in its later passes)
+#   MALLOC_SWEEP_ONLY  "k1 k2 ...": only these allocations (to rerun a failure)
+set -u
+. "$(dirname "$0")/../mpi_jobs_only.sh"
+B=${top_builddir:-.}
+PROG="$B/tests/faults/malloc_sweep"
+SHIM=$(cd "$B/tests/faults/.libs" 2>/dev/null && pwd)/failmalloc.so
+LAUNCHER=${LAUNCHER:-$(sed -n 's/^#define DIST_DEFAULT_LAUNCHER "\(.*\)"$/\1/p' "$B/config.h" 2>/dev/null || :)}
+LAUNCHER=${LAUNCHER:-mpirun --oversubscribe --allow-run-as-root -n}
+NP=3
+RANK=${MALLOC_SWEEP_RANK:-1}
+# A static build links distmgr into the program, where the shim cannot tell
+# its calls apart: skipped.
+[ -f "$SHIM" ] || { echo "SKIP: no shared build, so no tests/faults/failmalloc.so"; exit 77; }
+# ASan must be the first library a process loads; the shim would be.
+if ldd "$B/lib/.libs/libdistmgr.so" 2>/dev/null | grep -q libasan; then
+  echo "SKIP: an ASan build (the shim cannot be preloaded before ASan's runtime)"
+  exit 77
+fi
+
+# run K: the program with allocation K failing on $RANK (0: none); sets $out, $rc, $took.
+# DIST_TIMEOUT is on (the progress board's allocations count too), and a
+# rank it had to free counts as left waiting.
+# The shim goes in through the environment (mpirun passes it to local ranks);
+# libtool's wrapper script runs under it too, harmlessly: only calls from
+# libdistmgr count.
+run() {
+  t0=$(date +%s)
+  out=$(LD_PRELOAD="$SHIM" FAILMALLOC_RANK=$RANK FAILMALLOC_AT=$1 DIST_TIMEOUT=20 \
+        timeout -k 5 45 $LAUNCHER $NP "$PROG" 2>&1)
+  rc=$? took=$(($(date +%s) - t0))
+}
+
+run 0
+total=$(printf '%s\n' "$out" | sed -n 's/^failmalloc: \([0-9]*\) counted.*/\1/p' | sort -n | tail -1)
+if [ "$rc" -ne 0 ] || [ -z "$total" ] || [ "$(printf '%s\n' "$out" | grep -c ': done$')" -ne $NP ]; then
+  echo "FAIL: the run without failures did not finish cleanly (exit $rc)"
+  printf '%s\n' "$out" | sed 's/^/    /' | head -40
+  exit 1
+fi
+echo "rank $RANK makes $total allocations of its own; failing each in turn"
+
+failures=0 errors=0 absorbed=0
+# The failing allocation's frames as functions (the shim prints addresses).
+frames() {
+  printf '%s\n' "$out" | sed -n 's/^\(.*libdistmgr[^(]*\)(+\(0x[0-9a-f]*\)).*/\1 \2/p' | while read -r lib off; do
+    addr2line -f -i -e "$lib" "$off" 2>/dev/null | paste -sd ' ' | sed 's/^/    at /'
+  done
+}
+
+for k in ${MALLOC_SWEEP_ONLY:-$(seq 1 "${MALLOC_SWEEP_EVERY:-1}" "$total")}; do
+  run "$k"
+  why=
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] || [ "$took" -ge 40 ]; then why="did not end (timeout)"
+  elif printf '%s\n' "$out" | grep -q 'within DIST_TIMEOUT'; then why="a rank was left waiting (DIST_TIMEOUT ended it)"
+  elif printf '%s\n' "$out" | grep -q 'WRONG'; then why="a success with a wrong result"
+  elif printf '%s\n' "$out" | grep -Eq 'exited on signal|Segmentation fault|core dumped|AddressSanitizer'; then why="a crash"
+  elif [ "$rc" -ne 0 ] && ! printf '%s\n' "$out" | grep -q 'ending the job with MPI_Abort'; then why="exit $rc without distmgr's abort"
+  elif ! printf '%s\n' "$out" | grep -q "failing allocation #$k at"; then why="allocation $k was not reached"
+  fi
+  if [ -n "$why" ]; then
+    failures=$((failures + 1))
+    echo "FAIL: allocation $k on rank $RANK: $why"
+    printf '%s\n' "$out" | grep -v ' -> ok$' | sed 's/^/    /' | head -30
+    frames
+  elif printf '%s\n' "$out" | grep -q "^rank $RANK: .* -> error"; then errors=$((errors + 1))
+  else absorbed=$((absorbed + 1)); fi
+done
+echo "$errors failed allocations gave errors, $absorbed were absorbed, $failures runs failed"
+[ "$failures" -eq 0 ]
