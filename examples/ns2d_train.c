@@ -158,7 +158,7 @@ static dist_status validate(surr *s, double *loss) {
     for (int64_t k = 0; k < cnt; k++) idx[k] = (s->L.dp_rank + (at + k) * s->o.dp) * avail / v;
     double l = 0;
     st = surr_agree(surr_load_pairs(s, s->meta.train_trajectories, idx, cnt, s->x, s->target));
-    if (!st) st = dist_afno_forward(s->model, cnt, s->x, s->y);
+    if (!st) st = surr_agree(dist_afno_forward(s->model, cnt, s->x, s->y)); /* (see train_step) */
     if (!st) st = dist_afno_mse(s->model, cnt, s->y, s->target, &l, NULL);
     sum += l * (double)cnt;
   }
@@ -236,7 +236,10 @@ static dist_status log_line(surr *s, progress *p, int64_t epoch) {
 static dist_status train_step(surr *s, const int64_t *idx, double *loss) {
   dist_status st = surr_agree(surr_load_pairs(s, 0, idx, s->local_batch, s->x, s->target));
   if (!st) st = dist_afno_zero_grad(s->model);
-  if (!st) st = dist_afno_forward(s->model, s->local_batch, s->x, s->y);
+  /* The forward is collective over one replica (model-parallel x spatial
+   * ranks): a failure in one replica (out of memory for a new FFT plan) is
+   * made the world's here, before the replicas meet again in the loss. */
+  if (!st) st = surr_agree(dist_afno_forward(s->model, s->local_batch, s->x, s->y));
   if (!st) st = dist_afno_mse(s->model, s->local_batch, s->y, s->target, loss, s->dy);
   if (!st && !isfinite(*loss)) st = surr_agree(dist_set_error(DIST_ERR_INVALID_ARGUMENT, "the loss is %g at step %lld: lower --lr", *loss, (long long)s->step));
   if (!st) st = dist_afno_backward(s->model, s->dy);

@@ -53,7 +53,7 @@ static dist_status advance(surr *s, rollout *r, int64_t step) {
   const double mean = s->meta.mean, inv_std = 1 / s->meta.std, dstd = s->meta.delta_std;
   int64_t total = r->mine * r->each;
   for (int64_t i = 0; i < total; i++) r->x[i] = (float)((r->cur[i] - mean) * inv_std);
-  dist_status st = dist_afno_forward(s->model, r->mine, r->x, r->y);
+  dist_status st = surr_agree(dist_afno_forward(s->model, r->mine, r->x, r->y)); /* one replica's failure: everyone's */
   for (int64_t i = 0; !st && i < total; i++) r->cur[i] = (float)(r->cur[i] + dstd * r->y[i]);
   for (int64_t k = 0; !st && k < r->mine; k++)
     st = flowdata_read(s->data, r->traj0 + s->L.dp_rank + k * s->o.dp, step, s->row0, s->rows, r->truth + k * r->each);

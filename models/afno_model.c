@@ -82,6 +82,8 @@ dist_status dist_afno_create(const dist_afno_config *config, dist_afno **out) {
   if (!s) check_blas_core();
   if (!s) s = dist_params_commit(m->set); /* collective over data_parallel; agrees itself */
   if (!s && m->d.dp > 1) s = dist_ddp_create(m->set, NULL, &m->ddp);
+  /* Those two agree within one data-parallel group; the others went on. */
+  s = afno_agree(NULL, s, "dist_afno_create");
   if (s) {
     dist_afno_destroy(m);
     return s;
