@@ -70,8 +70,10 @@ static dist_status check_save_args(dist_afno *m, const dist_optim *opt, const ch
 static dist_status add_whole(dist_afno *m, ckpt_table *c, int p, const float *local, const char *name, int root) {
   const afno_param *q = &m->params[p];
   float *full = malloc(sizeof(float) * (size_t)q->numel);
-  if (!full) return dist_set_error(DIST_ERR_NO_MEMORY, "dist_afno_save: %s (%" PRId64 " floats)", name, q->numel);
-  dist_status s = afno_shard_gather(m, p, local, full, 1);
+  /* Agreed before the gather, which every rank must join. */
+  dist_status s = afno_agree(m, full ? DIST_SUCCESS : dist_set_error(DIST_ERR_NO_MEMORY, "dist_afno_save: %s (%" PRId64 " floats)", name, q->numel),
+                             "dist_afno_save");
+  if (!s) s = afno_shard_gather(m, p, local, full, 1);
   if (s || !root) {
     free(full);
     return s;
