@@ -156,16 +156,16 @@ static dist_status exchange_direct(const engine *e, int64_t *w, const char *call
   return DIST_SUCCESS;
 }
 
-/* Where a round's words live. A wait that gives up (a peer's fault,
- * DIST_TIMEOUT) leaves its requests to MPI, which may still write into them
- * later (the exit-time flush): not the caller's frame, but a block such a
- * round never frees, from the reserve (core/reserve.h) when malloc fails: a
- * rank that could not allocate them would skip the one exchange that exists
- * to turn its failure into everyone's. Rounds on shared memory use their
- * window's room (P blocks, no requests to abandon). */
 /* The round on e's communicator, shared window or Gloo context. Every round
  * on one group takes the same path and pattern (they depend on the size and
- * engine only), so two ranks at different control points still pair up. */
+ * engine only), so two ranks at different control points still pair up.
+ * Where its words live: a wait that gives up (a peer's fault, DIST_TIMEOUT)
+ * leaves its requests to MPI, which may still write into them later (the
+ * exit-time flush), so not the caller's frame but a block such a round never
+ * frees, from the reserve (core/reserve.h) when malloc fails: a rank that
+ * could not allocate them would skip the one exchange that exists to turn
+ * its failure into everyone's. Rounds on shared memory use their window's
+ * room (P blocks, no requests to abandon). */
 static dist_status round_run(const engine *eng, dist__round *r, const char *call) {
   engine with_spec = *eng, *e = &with_spec;
   with_spec.spec = r->spec;
