@@ -401,6 +401,34 @@ static void test_plan(void) {
   ASSERT_STATUS(dist__rdzv_plan_make(&no_port, cases[0].env, &(dist__rdzv_plan){0}), DIST_ERR_ENVIRONMENT);
 }
 
+/* Rank 0 of 2 alone: the first exchange waits its timeout and names rank 1;
+ * every later one fails at once with that, instead of waiting again (start-up
+ * has several in a row, and Gloo's connections after them). */
+static void test_rdzv_gone(void) {
+  int fd = -1, port = 0;
+  ASSERT_OK(dist__net_listen(0, &fd, &port));
+  close(fd);
+  dist_launch l = {.method = DIST_LAUNCH_ENV, .rank = 0, .size = 2, .master_addr = "127.0.0.1", .master_port = port};
+  const char *env[] = {NULL};
+  dist__rdzv *r = NULL;
+  ASSERT_OK(dist__rdzv_open(&l, env, 0.5, &r));
+  if (!r) return;
+  int64_t mine = 7, all[2];
+  double t0 = dist__net_now();
+  ASSERT_STATUS(dist__rdzv_all_gather(r, "first", &mine, sizeof mine, all), DIST_ERR_TIMEOUT);
+  CU_ASSERT(dist__net_now() - t0 >= 0.4);
+  CU_ASSERT(strstr(dist_last_error(), "first: rank 1 did not arrive within 0.5 s") != NULL);
+  ASSERT_OK(dist__rdzv_still_there(NULL, "no rendezvous"));
+  t0 = dist__net_now();
+  ASSERT_STATUS(dist__rdzv_all_gather(r, "second", &mine, sizeof mine, all), DIST_ERR_TIMEOUT);
+  CU_ASSERT(strstr(dist_last_error(), "second: not attempted, an earlier exchange timed out: first: rank 1") != NULL);
+  ASSERT_STATUS(dist__rdzv_broadcast(r, "third", 1, &mine, sizeof mine), DIST_ERR_TIMEOUT);
+  ASSERT_STATUS(dist__rdzv_barrier(r, "fourth"), DIST_ERR_TIMEOUT);
+  ASSERT_STATUS(dist__rdzv_still_there(r, "fifth"), DIST_ERR_TIMEOUT);
+  CU_ASSERT(dist__net_now() - t0 < 0.2);
+  dist__rdzv_close(r, 0);
+}
+
 static CU_TestInfo tests[] = {
     {"dialect names and opcodes", test_dialect_names},
     {"rendezvous plan: who serves, which dialect", test_plan},
@@ -411,6 +439,7 @@ static CU_TestInfo tests[] = {
     {"connection limit", test_connection_limit},
     {"client errors", test_client_errors},
     {"probing a port accepts no connection", test_port_probe},
+    {"after a rank did not arrive, later exchanges fail at once", test_rdzv_gone},
     CU_TEST_INFO_NULL,
 };
 

@@ -106,8 +106,10 @@ static dist_status gloo_connect(const dist__layout *l, int index, dist__gloo **c
 
 dist_status dist__group_keep_gloo(const char *name, int parent, dist__layout *layout, dist_status local) {
   dist__gloo *ctx = NULL;
-  /* Connect even after a local failure: the copy's other members wait for this rank. */
-  dist_status s = gloo_connect(layout, dist__groups.ngroups, &ctx);
+  /* Connect even after a local failure: the copy's other members wait for
+   * this rank. Not after a rank failed to arrive: it will not come now. */
+  dist_status s = dist__rdzv_still_there(dist__engine.rdzv, "connecting a group's Gloo context");
+  if (!s) s = gloo_connect(layout, dist__groups.ngroups, &ctx);
   if (local || s) {
     dist__gloo_free(ctx);
     return local ? local : s;

@@ -129,7 +129,12 @@ static dist_status recv_blob(dist__store_client *c, uint8_t **v, size_t *n, doub
     return dist__error(DIST_ERR_CORRUPT, "store at %s: %s of %llu bytes (more than %zu): not a TCPStore of dialect %s?",
                        c->where, what, (unsigned long long)len, c->lim.value_max, dist__store_dialect_name(c->d));
   uint8_t *p = malloc((size_t)len + 1);
-  if (!p) return dist__error(DIST_ERR_NO_MEMORY, "store: %s of %llu bytes", what, (unsigned long long)len);
+  if (!p) { /* its bytes stay unread: every later reply would be read out of step */
+    close(c->fd);
+    c->fd = -1;
+    return dist__error(DIST_ERR_NO_MEMORY, "store: %s of %llu bytes (connection to %s closed)", what,
+                       (unsigned long long)len, c->where);
+  }
   dist_status s = recv_reply(c, p, (size_t)len, deadline, what);
   if (s) return free(p), s;
   p[len] = 0;

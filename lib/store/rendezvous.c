@@ -13,7 +13,24 @@ struct dist__rdzv {
   dist__store_server *server; /* rank 0's, without an agent store */
   dist__store_client *client;
   double timeout;
+  /* A rank that did not arrive within the timeout: later exchanges fail at
+   * once with this (each would wait the whole timeout for it again). */
+  dist_status gone;
+  char gone_why[400];
 };
+
+static dist_status note_gone(dist__rdzv *r, dist_status s) {
+  if (s == DIST_ERR_TIMEOUT && !r->gone) {
+    r->gone = s;
+    snprintf(r->gone_why, sizeof r->gone_why, "%s", dist_last_error());
+  }
+  return s;
+}
+
+dist_status dist__rdzv_still_there(const dist__rdzv *r, const char *what) {
+  if (!r || !r->gone) return DIST_SUCCESS;
+  return dist__error(r->gone, "%s: not attempted, an earlier exchange timed out: %s", what, r->gone_why);
+}
 
 /* Keep what a key may contain tame: letters, digits and -_. */
 static void tame(const char *in, char *out, size_t n) {
@@ -142,16 +159,17 @@ static dist_status wait_all(dist__rdzv *r, unsigned long seq, const char *what) 
 }
 
 dist_status dist__rdzv_all_gather(dist__rdzv *r, const char *what, const void *mine, size_t len, void *all) {
+  DIST_CHECK(dist__rdzv_still_there(r, what));
   unsigned long seq = r->seq++;
   char key[200];
   key_of(r, seq, r->rank, key, sizeof key);
   DIST_CHECK(dist__store_set(r->client, key, mine, len));
-  DIST_CHECK(wait_all(r, seq, what));
+  DIST_CHECK(note_gone(r, wait_all(r, seq, what)));
   for (int q = 0; q < r->size; q++) {
     uint8_t *v;
     size_t n;
     key_of(r, seq, q, key, sizeof key);
-    DIST_CHECK(dist__store_get(r->client, key, r->timeout, &v, &n));
+    DIST_CHECK(note_gone(r, dist__store_get(r->client, key, r->timeout, &v, &n)));
     if (n != len) {
       free(v);
       return dist__error(DIST_ERR_MISMATCH, "%s: rank %d sent %zu bytes, this rank %zu: ranks are at different steps",
@@ -166,6 +184,7 @@ dist_status dist__rdzv_all_gather(dist__rdzv *r, const char *what, const void *m
 dist_status dist__rdzv_broadcast(dist__rdzv *r, const char *what, int root, void *buf, size_t len) {
   if (root < 0 || root >= r->size)
     return dist__error(DIST_ERR_INVALID_ARGUMENT, "%s: root %d of %d ranks", what, root, r->size);
+  DIST_CHECK(dist__rdzv_still_there(r, what));
   unsigned long seq = r->seq++;
   char key[200];
   key_of(r, seq, root, key, sizeof key);
@@ -174,8 +193,8 @@ dist_status dist__rdzv_broadcast(dist__rdzv *r, const char *what, int root, void
   size_t n;
   dist_status s = dist__store_get(r->client, key, r->timeout, &v, &n);
   if (s == DIST_ERR_TIMEOUT)
-    return dist__error(DIST_ERR_TIMEOUT, "%s: rank %d (the root) did not arrive within %g s (DIST_TIMEOUT)", what,
-                       root, r->timeout);
+    return note_gone(r, dist__error(DIST_ERR_TIMEOUT, "%s: rank %d (the root) did not arrive within %g s (DIST_TIMEOUT)",
+                                    what, root, r->timeout));
   if (s) return s;
   if (n != len) s = dist__error(DIST_ERR_MISMATCH, "%s: the root sent %zu bytes, this rank expects %zu", what, n, len);
   else if (len) memcpy(buf, v, len);
@@ -184,11 +203,12 @@ dist_status dist__rdzv_broadcast(dist__rdzv *r, const char *what, int root, void
 }
 
 dist_status dist__rdzv_barrier(dist__rdzv *r, const char *what) {
+  DIST_CHECK(dist__rdzv_still_there(r, what));
   unsigned long seq = r->seq++;
   char key[200];
   key_of(r, seq, r->rank, key, sizeof key);
   DIST_CHECK(dist__store_set(r->client, key, "", 0));
-  return wait_all(r, seq, what);
+  return note_gone(r, wait_all(r, seq, what));
 }
 
 dist__store_client *dist__rdzv_client(dist__rdzv *r) { return r->client; }

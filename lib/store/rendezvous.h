@@ -41,11 +41,15 @@ typedef struct dist__rdzv dist__rdzv;
  * bounds every later exchange too. */
 dist_status dist__rdzv_open(const dist_launch *l, const char *const *env, double timeout, dist__rdzv **out);
 /* Everyone's `len` bytes, in rank order, into all[size * len]. A rank that
- * does not arrive in time is named in the error. */
+ * does not arrive in time is named in the error, and every later exchange
+ * (these three) then fails at once with it instead of waiting again. */
 dist_status dist__rdzv_all_gather(dist__rdzv *r, const char *what, const void *mine, size_t len, void *all);
 /* root's `len` bytes into everyone's buf. */
 dist_status dist__rdzv_broadcast(dist__rdzv *r, const char *what, int root, void *buf, size_t len);
 dist_status dist__rdzv_barrier(dist__rdzv *r, const char *what);
+/* DIST_SUCCESS, or the error of the exchange a rank did not arrive for
+ * (engines check it before a rendezvous of their own). */
+dist_status dist__rdzv_still_there(const dist__rdzv *r, const char *what);
 /* The client and the key prefix, for an engine's own rendezvous (Gloo). */
 dist__store_client *dist__rdzv_client(dist__rdzv *r);
 const char *dist__rdzv_prefix(const dist__rdzv *r);
