@@ -187,8 +187,11 @@ static dist_status expect(const dist_afno *m, const dist__st_file *f, const char
                         dist_dtype_name(t->dtype), got, step ? "i64" : "f32", want);
 }
 
-/* Check everything first (nothing changes on failure), then copy the shards. */
-static dist_status apply(dist_afno *m, dist_optim *o, const dist__st_file *f, const char *path) {
+/* Pass 0 (commit = 0) checks everything and makes the optimizer's state
+ * exist; pass 1 copies the shards and cannot fail. The caller agrees between
+ * the two, so that a rank that failed (its parse or state ran out of memory)
+ * leaves every rank's model and optimizer as they were. */
+static dist_status apply(dist_afno *m, dist_optim *o, const dist__st_file *f, const char *path, int commit) {
   const int slots = o ? dist_optim_state_slots(o) : 0;
   dist__st_tensor t;
   char name[96];
@@ -210,25 +213,24 @@ static dist_status apply(dist_afno *m, dist_optim *o, const dist__st_file *f, co
         s = dist_set_error(DIST_ERR_CORRUPT, "%s: metadata %s = '%s' is not valid", path, keys[i], txt ? txt : "(absent)");
     }
   }
-  for (int pass = 0; pass < 2 && !s; pass++)
-    for (int p = 0; !s && p < m->nparams; p++) {
-      if (!(s = expect(m, f, path, m->params[p].name, p, 0, &t)) && pass)
-        afno_shard_extract(m, p, t.data, m->data + m->params[p].offset);
-      for (int k = 0; !s && k < slots; k++) {
-        snprintf(name, sizeof name, "optimizer.%s.%s", m->params[p].name, slot_name(o, k));
-        void *buf = NULL;
-        if (!(s = expect(m, f, path, name, p, 0, &t)) && pass && !(s = dist_optim_state_buffer(o, p, k, &buf)))
-          afno_shard_extract(m, p, t.data, buf);
-      }
-      if (!s && o) {
-        snprintf(name, sizeof name, "optimizer.%s.step", m->params[p].name);
-        int64_t step = 0;
-        if (!(s = expect(m, f, path, name, p, 1, &t))) memcpy(&step, t.data, sizeof step);
-        if (!s && step < 0) s = dist_set_error(DIST_ERR_CORRUPT, "%s: '%s' = %" PRId64 " is negative", path, name, step);
-        if (!s && pass) s = dist_optim_state_set_step(o, p, step);
-      }
+  for (int p = 0; !s && p < m->nparams; p++) {
+    if (!(s = expect(m, f, path, m->params[p].name, p, 0, &t)) && commit)
+      afno_shard_extract(m, p, t.data, m->data + m->params[p].offset);
+    for (int k = 0; !s && k < slots; k++) {
+      snprintf(name, sizeof name, "optimizer.%s.%s", m->params[p].name, slot_name(o, k));
+      void *buf = NULL; /* allocated here in pass 0 when the optimizer has not stepped yet */
+      if (!(s = expect(m, f, path, name, p, 0, &t)) && !(s = dist_optim_state_buffer(o, p, k, &buf)) && commit)
+        afno_shard_extract(m, p, t.data, buf);
     }
-  if (!s && o) s = dist_optim_restore_schedule(o, v[0], v[1], (int64_t)v[2]);
+    if (!s && o) {
+      snprintf(name, sizeof name, "optimizer.%s.step", m->params[p].name);
+      int64_t step = 0;
+      if (!(s = expect(m, f, path, name, p, 1, &t))) memcpy(&step, t.data, sizeof step);
+      if (!s && step < 0) s = dist_set_error(DIST_ERR_CORRUPT, "%s: '%s' = %" PRId64 " is negative", path, name, step);
+      if (!s && commit) s = dist_optim_state_set_step(o, p, step);
+    }
+  }
+  if (!s && o && commit) s = dist_optim_restore_schedule(o, v[0], v[1], (int64_t)v[2]);
   return s;
 }
 
@@ -242,8 +244,10 @@ dist_status dist_afno_load(dist_afno *m, dist_optim *opt, const char *path) {
   size_t size = 0;
   dist__st_file *f = NULL;
   s = read_everywhere(m, path, &bytes, &size);
-  if (!s) s = dist__st_parse(bytes, size, path, &f); /* the same bytes everywhere: the same verdict */
-  if (!s) s = apply(m, opt, f, path);
+  if (!s) s = dist__st_parse(bytes, size, path, &f); /* the same bytes everywhere: the same verdict, unless memory */
+  if (!s) s = apply(m, opt, f, path, 0);
+  s = afno_agree(m, s, "dist_afno_load"); /* nothing has changed yet on any rank */
+  if (!s) s = apply(m, opt, f, path, 1);
   dist__st_free(f);
   free(bytes);
   return afno_agree(m, s, "dist_afno_load");

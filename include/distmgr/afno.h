@@ -166,7 +166,8 @@ dist_status dist_afno_save(dist_afno *m, const dist_optim *opt, const char *path
                            int nmeta);
 /* Load into m (and opt): the file must hold every parameter with the
  * model's shapes; a missing, corrupt, truncated or mismatched file is an
- * error on every rank naming what is wrong, and changes nothing. meta_value
+ * error on every rank naming what is wrong, and changes nothing on any rank
+ * (the ranks agree before any copies, also when one runs out of memory). meta_value
  * (may be NULL) reads one metadata key into buf (size bytes; "" if absent). */
 dist_status dist_afno_load(dist_afno *m, dist_optim *opt, const char *path);
 dist_status dist_afno_meta_read(const char *path, const char *key, char *buf, size_t size);

@@ -15,6 +15,10 @@
 #                      data-parallel 2 x spatial 2, one short epoch with a
 #                      checkpoint, validation and rollout; ~430 allocations)
 #                      on a small dataset made first; it exits 1 on an error
+#                      or load: tests/faults/load_sweep, 3 ranks, the
+#                      allocations of one dist_afno_load (those before it
+#                      are not swept), which must leave every rank's model
+#                      as it was, or every rank's as the file's
 set -u
 . "$(dirname "$0")/../mpi_jobs_only.sh"
 B=${top_builddir:-.}
@@ -39,7 +43,10 @@ case $TARGET in
           --pictures 1 --embed 16 --depth 2 --patch 4 --blocks 4 --mlp-ratio 2 --quiet --out $WORK/out --dp 2 --sp 2"
     timeout 120 $LAUNCHER 3 "$B/examples/ns2d_sim" --out "$WORK/flow.h5" --n 32 --trajectories 10 --held-out 2 \
       --snapshots 9 --quiet >/dev/null 2>&1 || { echo "FAIL: making the dataset"; exit 1; } ;;
-  *) echo "FAIL: MALLOC_SWEEP_TARGET=$TARGET: coll or train"; exit 1 ;;
+  load)
+    NP=3 PROG="$B/tests/faults/load_sweep" ARGS="$WORK/model.safetensors"
+    [ -x "$PROG" ] || { echo "SKIP: tests/faults/load_sweep is not built"; exit 77; } ;;
+  *) echo "FAIL: MALLOC_SWEEP_TARGET=$TARGET: coll, train or load"; exit 1 ;;
 esac
 # A static build links distmgr into the program, where the shim cannot tell
 # its calls apart: skipped.
@@ -74,7 +81,9 @@ if [ "$rc" -ne 0 ] || [ -z "$total" ] || [ "$(printf '%s\n' "$out" | grep -c ': 
   printf '%s\n' "$out" | sed 's/^/    /' | head -40
   exit 1
 fi
-echo "rank $RANK makes $total allocations of its own; failing each in turn"
+first=$(printf '%s\n' "$out" | sed -n "s/^rank $RANK: sweep from allocation \([0-9]*\)$/\1/p")
+first=${first:-1}
+echo "rank $RANK makes $total allocations of its own; failing each in turn from #$first"
 
 failures=0 errors=0 absorbed=0
 # The failing allocation's frames as functions (the shim prints addresses).
@@ -84,7 +93,7 @@ frames() {
   done
 }
 
-for k in ${MALLOC_SWEEP_ONLY:-$(seq 1 "$EVERY" "$total")}; do
+for k in ${MALLOC_SWEEP_ONLY:-$(seq "$first" "$EVERY" "$total")}; do
   run "$k"
   why=
   if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] || [ "$took" -ge 40 ]; then why="did not end (timeout)"
