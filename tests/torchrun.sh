@@ -127,6 +127,37 @@ if [ -x "$gloo" ]; then
   quit_case "shared memory: the last rank stalls before an all-reduce (DIST_VERIFY=0): the 3 others fail naming it" 60 \
     "did not reach a shared-memory collective within DIST_TIMEOUT=3" \
     DIST_TIMEOUT=3 DIST_VERIFY=0 TORCHRUN_COLL_WARM=1 TORCHRUN_COLL_QUIT=stall
+  # One rank in a pid namespace of its own (OWN_NS_RANK; as in a container
+  # that shares the host name and /dev/shm but not the process ids). Rank 0
+  # there, the last rank alive but 1 s late: rank 0, asleep on it, must not
+  # take it for gone. The last rank there, dying: the others must name it at
+  # once, not at DIST_TIMEOUT (its process id means nothing to them).
+  if unshare --pid --fork --kill-child true 2>/dev/null; then
+    own_ns=$(mktemp)
+    printf '#!/bin/sh\n[ "$RANK" = "$OWN_NS_RANK" ] && exec unshare --pid --fork --kill-child "$@"\nexec "$@"\n' > "$own_ns"
+    chmod +x "$own_ns"
+    for c in "late 0 came late: no error" "1 2 died: .*is gone while the others waited"; do
+      set -- $c
+      quit=$1 ns=$2
+      shift 2
+      want=$*
+      t0=$(date +%s)
+      out=$(BARE_ARGS=$coll bare "$own_ns" 3 OWN_NS_RANK=$ns DIST_TIMEOUT=20 DIST_VERIFY=0 TORCHRUN_COLL_WARM=1 \
+            TORCHRUN_COLL_QUIT=$quit 2>&1)
+      rc=$? dt=$(($(date +%s) - t0)) n=$(printf '%s\n' "$out" | grep -c "after the last rank $want")
+      if [ "$quit" = late ]; then label="rank 0 in its own pid namespace waits for a late peer" k=3 good=$((rc == 0))
+      else label="the last rank, in its own pid namespace, dies: the 2 others name it at once" k=2 good=$((rc != 0)); fi
+      if [ $good = 1 ] && [ "$n" -eq $k ] && [ $dt -lt 15 ]; then echo "ok   shared memory: $label ($dt s)"
+      else
+        echo "FAIL shared memory: $label (exit $rc, $n of $k ranks said so, $dt s)"
+        printf '%s\n' "$out" | tail -8 | sed 's/^/     /'
+        failures=$((failures + 1))
+      fi
+    done
+    rm -f "$own_ns"
+  else
+    echo "skip shared memory across pid namespaces: unshare --pid --fork is not permitted here"
+  fi
   # The manager on Gloo: the last rank dies after initialize; the others'
   # next collective fails, each with a message, within DIST_TIMEOUT.
   quit_case "a rank dies after initialize: the 3 others fail in their next collective" 20 \

@@ -99,7 +99,8 @@ int main(void) {
   CHECK(dist_manager_node_count(&nodes) == DIST_SUCCESS);
   /* TORCHRUN_COLL_QUIT: the last rank dies without a word (=stall: it
    * sleeps instead, alive, then exits); every other rank's next collective
-   * must fail within DIST_TIMEOUT, never hang. */
+   * must fail within DIST_TIMEOUT, never hang. =late: it only comes 1 s
+   * late, alive, and the collective must succeed (the others slept on it). */
   const char *quit = getenv("TORCHRUN_COLL_QUIT");
   if (quit && size > 1) {
     float x = 1;
@@ -108,10 +109,15 @@ int main(void) {
     /* TORCHRUN_COLL_WARM: one collective first (the shared-memory engine's
      * segment is made there), so that the next one waits in the engine */
     if (getenv("TORCHRUN_COLL_WARM")) CHECK(dist_all_reduce(NULL, &tx, DIST_SUM) == DIST_SUCCESS);
-    if (rank == size - 1 && !strcmp(quit, "stall")) sleep(8); /* past the others' DIST_TIMEOUT */
-    if (rank == size - 1) _exit(3);
+    const int late = !strcmp(quit, "late");
+    if (rank == size - 1 && late) sleep(1);
+    else if (rank == size - 1 && !strcmp(quit, "stall")) sleep(8); /* past the others' DIST_TIMEOUT */
+    if (rank == size - 1 && !late) _exit(3);
+    x = 1;
     dist_status s = dist_all_reduce(NULL, &tx, DIST_SUM);
-    printf("torchrun_coll: rank %d: after the last rank died: %s\n", rank, s ? dist_last_error() : "no error");
+    if (late && !s && x != (float)size) s = dist_set_error(DIST_ERR_INTERNAL, "sum %g, not %d", (double)x, size);
+    printf("torchrun_coll: rank %d: after the last rank %s: %s\n", rank, late ? "came late" : "died",
+           s ? dist_last_error() : "no error");
     fflush(stdout); /* before exit: a sanitizer's exit-time report may end the process without flushing */
     return s ? 2 : 0;
   }

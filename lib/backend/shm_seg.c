@@ -77,26 +77,34 @@ dist_status dist__shm_seg_open(const struct dist__group *g, const char *kind, si
   snprintf(site, sizeof site, "shm_seg_%s", kind);
   int ok = ready && !dist__fault(site), fd = -1;
   if (g->rank == 0 && ok) {
-    fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
     /* zero-filled; its pages reserved now: tmpfs hands out pages at the first
      * touch, and a full /dev/shm would then kill the process (SIGBUS) */
     ok = fd >= 0 && ftruncate(fd, (off_t)bytes) == 0 && posix_fallocate(fd, 0, (off_t)bytes) == 0;
   }
+  int locked = 0; /* every member holds its liveness lock (shm_seg.h) */
   for (int step = 0; step < 2 && !s; step++) { /* 0: member 0 made it; 1: every member mapped it */
-    if (step == 1 && g->rank != 0 && ok) fd = shm_open(name, O_RDWR, 0600), ok = fd >= 0;
+    int mine = 0;
+    if (step == 1 && g->rank != 0 && ok) fd = shm_open(name, O_RDWR | O_CLOEXEC, 0600), ok = fd >= 0;
     if (step == 1 && ok) ok = (map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) != MAP_FAILED;
-    int64_t flag = ok;
+    if (step == 1 && ok) {
+      struct flock l = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = g->rank, .l_len = 1, .l_pid = 0};
+      mine = fcntl(fd, F_OFD_SETLK, &l) == 0;
+    }
+    int64_t flag = ok | mine << 1;
     s = gloo_gather(g, &flag, sizeof flag, flags);
-    for (int q = 0; !s && q < P; q++) ok = ok && flags[q];
+    locked = 1;
+    for (int q = 0; !s && q < P; q++) ok = ok && (flags[q] & 1), locked = locked && (flags[q] & 2);
   }
-  if (fd >= 0) close(fd);
   if (g->rank == 0 && fd >= 0) (void)shm_unlink(name); /* mapped where it worked; the name is not needed again */
   if (ok && !s) {
     for (int q = 0; q < P; q++) pids[q] = all[2 * q];
     memmove(all, pids, sizeof *pids * (size_t)P); /* the block becomes the pid list */
-    seg->map = map, seg->bytes = bytes, seg->pids = all;
+    if (!locked) close(fd), fd = -1; /* an old kernel: kill(pid, 0) instead */
+    seg->map = map, seg->bytes = bytes, seg->pids = all, seg->fd = fd, seg->locked = locked;
     return DIST_SUCCESS;
   }
+  if (fd >= 0) close(fd);
   if (map != MAP_FAILED) munmap(map, bytes);
   if (!s) dist_log(DIST_LOG_DEBUG, "group '%s': no shared %s segment (%zu bytes)", g->name, kind, bytes);
   free(all);
@@ -106,6 +114,7 @@ dist_status dist__shm_seg_open(const struct dist__group *g, const char *kind, si
 
 void dist__shm_seg_close(dist__shm_seg *seg) {
   if (seg->map) munmap(seg->map, seg->bytes);
+  if (seg->locked) close(seg->fd); /* drops my lock: to the others, I am gone */
   free(seg->pids);
   memset(seg, 0, sizeof *seg);
 }
@@ -124,6 +133,13 @@ void dist__shm_flag_raise(dist__shm_flag *f, int64_t v) {
   atomic_store_explicit(&f->value, v, memory_order_release);
   atomic_store(&f->seq, (uint32_t)v); /* seq_cst: a waiter counted itself, or sees v */
   if (atomic_load(&f->waiters)) (void)futex(&f->seq, FUTEX_WAKE, INT32_MAX, NULL);
+}
+
+/* Is member `peer`'s process gone? Its lock is free (shm_seg.h). */
+static int peer_gone(const dist__shm_seg *seg, int peer) {
+  if (!seg->locked) return kill((pid_t)seg->pids[peer], 0) && errno == ESRCH;
+  struct flock l = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = peer, .l_len = 1, .l_pid = 0};
+  return fcntl(seg->fd, F_OFD_GETLK, &l) == 0 && l.l_type == F_UNLCK;
 }
 
 static int reached(dist__shm_flag *f, int64_t v) { return atomic_load_explicit(&f->value, memory_order_acquire) >= v; }
@@ -146,12 +162,11 @@ dist_status dist__shm_flag_wait(const dist__shm_seg *seg, dist__shm_flag *f, int
     if (!reached(f, v)) (void)futex(&f->seq, FUTEX_WAIT, seen, &(struct timespec){0, 10000000});
     atomic_fetch_sub(&f->waiters, 1);
     if (reached(f, v)) break;
-    pid_t pid = (pid_t)seg->pids[peer];
-    if (kill(pid, 0) && errno == ESRCH)
+    if (peer_gone(seg, peer))
       return dist__break(dist__error(DIST_ERR_ABORTED,
                                      "%s: rank %d of the group (process %d on this node) is gone while the others "
                                      "waited for it in %s (a peer process left or died)",
-                                     call, peer, (int)pid, what));
+                                     call, peer, (int)seg->pids[peer], what));
     double t = dist__shm_seconds() - t0;
     if (limit > 0 && t > limit)
       return dist__break(dist__error(DIST_ERR_TIMEOUT, "%s: rank %d of the group did not reach %s within %s=%g s", call,

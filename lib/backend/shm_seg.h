@@ -18,7 +18,12 @@ struct dist__group;
 typedef struct dist__shm_seg {
   void *map;     /* NULL: no segment (members on several nodes, or a member could not map it) */
   size_t bytes;
-  int64_t *pids; /* every member's process: a peer that is gone ends a wait */
+  int64_t *pids; /* every member's process id (in its own pid namespace), for messages */
+  /* Liveness: each member holds an open-file-description lock on byte
+   * `rank` of the segment's file through `fd`; the kernel drops it when the
+   * process exits, whatever pid namespace the waiter is in. Without such
+   * locks (locked = 0), kill(pid, 0), right only within one pid namespace. */
+  int fd, locked;
 } dist__shm_seg;
 
 /* Are all of g's members on one node (dist__engine.node_leaders: launches
@@ -54,7 +59,7 @@ typedef struct dist__shm_wait {
 
 /* Wait until member `peer`'s flag f reaches v (acquire): a short spin, then
  * as `how` says, then asleep on the flag. Every 10 ms asleep it checks that
- * the peer is alive: one that is gone ends the wait at once, naming it;
+ * the peer is alive (its lock): one that is gone ends the wait at once, naming it;
  * DIST_TIMEOUT (or how->limit_off), counted from t0 (dist__shm_seconds()),
  * bounds the rest. Both break the job (dist__break). `what` names the
  * place in messages ("the check round"). */
