@@ -91,6 +91,16 @@ static void test_success_keeps_last_error(void) {
   ASSERT_MSG_HAS("still-here");
 }
 
+static void test_error_from_last_error(void) {
+  /* A message may be built from the last one (agreements pass a rank's own
+   * message on): the new text must contain the old, not an empty string. */
+  ASSERT_STATUS(dist_set_error(DIST_ERR_NO_MEMORY, "first failure"), DIST_ERR_NO_MEMORY);
+  ASSERT_STATUS(dist_set_error(DIST_ERR_IO, "%s", dist_last_error()), DIST_ERR_IO);
+  CU_ASSERT_STRING_EQUAL(dist_last_error(), "first failure");
+  ASSERT_STATUS(dist_set_error(DIST_ERR_IO, "context: %s (then %d)", dist_last_error(), 2), DIST_ERR_IO);
+  CU_ASSERT_STRING_EQUAL(dist_last_error(), "context: first failure (then 2)");
+}
+
 /* ---- settings -------------------------------------------------------------- */
 
 static void fill_settings_sentinel(dist__settings *s) { memset(s, 0x5A, sizeof *s); }
@@ -820,6 +830,7 @@ static CU_TestInfo status_tests[] = {
     {"unknown status", test_status_unknown},
     {"last error per thread", test_last_error_per_thread},
     {"success keeps last error", test_success_keeps_last_error},
+    {"a message built from the last one", test_error_from_last_error},
     CU_TEST_INFO_NULL,
 };
 

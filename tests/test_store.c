@@ -147,6 +147,44 @@ static void test_wait(void) {
   }
 }
 
+static void *give_up_later(void *arg) {
+  setter *t = arg;
+  dist__store_client *c = NULL;
+  usleep(200000);
+  if (dist__store_connect("127.0.0.1", dist__store_server_port(t->s), t->d, 5.0, &c) == DIST_SUCCESS) {
+    dist__store_set(c, "/gave_up", "rank 1 of 2 gave up: boom", 25);
+    dist__store_close(c);
+  }
+  return NULL;
+}
+
+/* A watched key ends a wait (in every dialect) with its value as the
+ * message, well before the wait's own limit; the client stays usable, and
+ * a key no longer watched ends nothing. */
+static void test_watch(void) {
+  for (int d = 0; d < DIST__STORE_DIALECTS; d++) {
+    dist__store_server *s = start((dist__store_dialect)d, 30, 64);
+    dist__store_client *c = client(s, (dist__store_dialect)d);
+    if (!s || !c) return;
+    dist__store_watch(c, 1, "/gave_up");
+    pthread_t t;
+    setter arg = {s, (dist__store_dialect)d};
+    pthread_create(&t, NULL, give_up_later, &arg);
+    const char *keys[] = {"/never"};
+    double t0 = dist__net_now();
+    ASSERT_STATUS(dist__store_wait(c, keys, 1, 20.0), DIST_ERR_ABORTED);
+    CU_ASSERT(dist__net_now() - t0 < 3.0);
+    ASSERT_MSG_HAS("rank 1 of 2 gave up: boom");
+    pthread_join(t, NULL);
+    ASSERT_OK(dist__store_set(c, "/after", "1", 1)); /* still usable */
+    expect_value(c, "/after", "1");
+    dist__store_watch(c, 1, NULL);
+    ASSERT_STATUS(dist__store_wait(c, keys, 1, 0.3), DIST_ERR_TIMEOUT);
+    dist__store_close(c);
+    dist__store_server_stop(s);
+  }
+}
+
 /* A raw connection to the server, for peers that misbehave. */
 static int raw(dist__store_server *s) {
   int fd = -1;
@@ -421,12 +459,58 @@ static void test_rdzv_gone(void) {
   ASSERT_OK(dist__rdzv_still_there(NULL, "no rendezvous"));
   t0 = dist__net_now();
   ASSERT_STATUS(dist__rdzv_all_gather(r, "second", &mine, sizeof mine, all), DIST_ERR_TIMEOUT);
-  CU_ASSERT(strstr(dist_last_error(), "second: not attempted, an earlier exchange timed out: first: rank 1") != NULL);
+  CU_ASSERT(strstr(dist_last_error(), "second: not attempted, an earlier exchange failed: first: rank 1") != NULL);
   ASSERT_STATUS(dist__rdzv_broadcast(r, "third", 1, &mine, sizeof mine), DIST_ERR_TIMEOUT);
   ASSERT_STATUS(dist__rdzv_barrier(r, "fourth"), DIST_ERR_TIMEOUT);
   ASSERT_STATUS(dist__rdzv_still_there(r, "fifth"), DIST_ERR_TIMEOUT);
   CU_ASSERT(dist__net_now() - t0 < 0.2);
   dist__rdzv_close(r, 0);
+}
+
+typedef struct quitter {
+  dist__rdzv *r1;
+  char key[256];
+} quitter;
+
+static void *rank1_gives_up(void *arg) {
+  quitter *q = arg;
+  usleep(200000);
+  dist__rdzv_give_up_on(q->r1, q->key, "injected: out of memory");
+  return NULL;
+}
+
+/* Rank 1 of 2 gives up while rank 0 waits for it in an exchange: rank 0's
+ * exchange ends at once (not at its 20 s limit) with rank 1's message, and
+ * later ones fail at once. (Both ranks in this process: each open gets a key
+ * prefix of its own, so rank 1 says it on rank 0's key.) */
+static void test_rdzv_give_up(void) {
+  int fd = -1, port = 0;
+  ASSERT_OK(dist__net_listen(0, &fd, &port));
+  close(fd);
+  dist_launch l0 = {.method = DIST_LAUNCH_ENV, .rank = 0, .size = 2, .master_addr = "127.0.0.1", .master_port = port};
+  dist_launch l1 = l0;
+  l1.rank = 1;
+  const char *env[] = {NULL};
+  dist__rdzv *r0 = NULL, *r1 = NULL;
+  ASSERT_OK(dist__rdzv_open(&l0, env, 20.0, &r0));
+  ASSERT_OK(dist__rdzv_open(&l1, env, 20.0, &r1));
+  if (!r0 || !r1) return;
+  quitter q = {r1, ""};
+  snprintf(q.key, sizeof q.key, "%sgave_up", dist__rdzv_prefix(r0));
+  pthread_t t;
+  pthread_create(&t, NULL, rank1_gives_up, &q);
+  int64_t mine = 7, all[2];
+  double t0 = dist__net_now();
+  ASSERT_STATUS(dist__rdzv_all_gather(r0, "first", &mine, sizeof mine, all), DIST_ERR_ABORTED);
+  CU_ASSERT(dist__net_now() - t0 < 3.0);
+  ASSERT_MSG_HAS("first: rank 1 of 2 gave up: injected: out of memory");
+  pthread_join(t, NULL);
+  t0 = dist__net_now();
+  ASSERT_STATUS(dist__rdzv_barrier(r0, "second"), DIST_ERR_ABORTED);
+  ASSERT_MSG_HAS("second: not attempted, an earlier exchange failed: first: rank 1 of 2 gave up");
+  CU_ASSERT(dist__net_now() - t0 < 0.2);
+  dist__rdzv_close(r1, 0);
+  dist__rdzv_close(r0, 0);
 }
 
 static CU_TestInfo tests[] = {
@@ -440,6 +524,8 @@ static CU_TestInfo tests[] = {
     {"client errors", test_client_errors},
     {"probing a port accepts no connection", test_port_probe},
     {"after a rank did not arrive, later exchanges fail at once", test_rdzv_gone},
+    {"a watched key ends a wait", test_watch},
+    {"a rank that gives up ends the others' exchange at once", test_rdzv_give_up},
     CU_TEST_INFO_NULL,
 };
 

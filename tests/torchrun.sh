@@ -158,6 +158,29 @@ if [ -x "$gloo" ]; then
   else
     echo "skip shared memory across pid namespaces: unshare --pid --fork is not permitted here"
   fi
+  # A rank that fails (alive) says so on the store: the last rank fails in
+  # start-up's third exchange, in the first built-in group's Gloo connect, or
+  # in a subgroup's connect after start-up; the others stop at once (not at
+  # DIST_TIMEOUT=30) naming it. After the failed subgroup the job goes on: a
+  # second creation, an all-reduce on it and finalize work on every rank.
+  for c in "rdzv_set 2 init" "gloo_connect 0 init" "gloo_connect 0 group"; do
+    t0=$(date +%s)
+    # shellcheck disable=SC2086 # c: the program's three arguments
+    out=$(BARE_ARGS=$c bare "$B/tests/faults/gives_up" 3 DIST_TIMEOUT=30 2>&1)
+    rc=$? dt=$(($(date +%s) - t0))
+    failed=$(printf '%s\n' "$out" | grep -c "gives_up: rank [0-2]: dist_\(manager_initialize\|group_create_subgroup\) -> error")
+    named=$(printf '%s\n' "$out" | grep -c "gives_up: rank [01]: .* -> error: .*\(rank 2 of 3 gave up: \|failed on rank 2\)")
+    after=$(printf '%s\n' "$out" | grep -c "gives_up: rank [0-2]: \(dist_group_create_subgroup again\|dist_all_reduce on it\|dist_manager_finalize\) -> ok")
+    want_after=0
+    case $c in *group) want_after=9 ;; esac
+    if [ $rc -eq 0 ] && [ "$failed" -eq 3 ] && [ "$named" -eq 2 ] && [ "$after" -eq $want_after ] && [ $dt -lt 10 ]; then
+      echo "ok   a rank fails at $c: the others stop at once naming it ($dt s)"
+    else
+      echo "FAIL a rank fails at $c (exit $rc, $failed of 3 failed, $named of 2 named it, $after of $want_after later calls ok, $dt s)"
+      printf '%s\n' "$out" | tail -8 | sed 's/^/     /'
+      failures=$((failures + 1))
+    fi
+  done
   # The manager on Gloo: the last rank dies after initialize; the others'
   # next collective fails, each with a message, within DIST_TIMEOUT.
   quit_case "a rank dies after initialize: the 3 others fail in their next collective" 20 \

@@ -8,6 +8,8 @@
 #include "backend/backend.h"
 #include "backend/round_shm.h"
 #include "core/check.h"
+#include "core/fault.h"
+#include "core/reserve.h"
 #ifdef HAVE_GLOO
 #include "backend/backend_shm.h"
 #include "backend/gloo.h"
@@ -86,33 +88,56 @@ dist_status dist__group_keep(const char *name, int parent, dist__layout *layout,
 }
 
 #ifdef HAVE_GLOO
+/* The connects of one group creation (start-up's built-in groups, or one
+ * dist__group_add_all) share a key that every rank watches meanwhile: a
+ * rank that fails in one connect, or will not make one, says so there, and
+ * the others' connects of that creation end at once instead of each running
+ * into Gloo's limit. Connects are counted: each meets under keys of its own,
+ * so a retry after a failed creation never reads the old addresses. */
+static unsigned long creations, connects; /* every rank makes the same calls */
+static char gave_up[256];
+
+void dist__group_gloo_begin(void) {
+  snprintf(gave_up, sizeof gave_up, "%sgroups/%lu/gave_up", dist__rdzv_prefix(dist__engine.rdzv), creations++);
+  dist__store_watch(dist__rdzv_client(dist__engine.rdzv), 1, gave_up);
+}
+
+void dist__group_gloo_end(void) {
+  dist__store_watch(dist__rdzv_client(dist__engine.rdzv), 1, NULL);
+  gave_up[0] = 0;
+}
+
 /* The Gloo context of my copy of a group: the copy's members meet under a
- * key prefix naming the group's table index and the copy. */
-static dist_status gloo_connect(const dist__layout *l, int index, dist__gloo **ctx) {
+ * key prefix naming the connect and the copy. */
+static dist_status gloo_connect(const dist__layout *l, unsigned long connect, dist__gloo **ctx) {
   *ctx = NULL;
   int me = dist__groups.rank, color = l->color ? l->color[me] : -1;
+  dist__rdzv *rdzv = dist__engine.rdzv;
   if (color < 0) return DIST_SUCCESS;
-  /* room for the world: copies may differ in size (l->size is then -1) */
-  int *members = malloc(sizeof *members * (size_t)dist__groups.size), rank = -1;
+  /* room for the world: copies may differ in size (l->size is then -1);
+   * from the reserve: the copy's others are on their way to the connect */
+  int *members = dist__reserve_alloc(sizeof *members * (size_t)dist__groups.size, 0), rank = -1;
   if (!members) return dist__error(DIST_ERR_NO_MEMORY, "members of a group's copy");
   int n = dist__layout_members(l, me, members);
   for (int i = 0; i < n; i++)
     if (members[i] == me) rank = i;
-  free(members);
+  dist__reserve_free(members);
   char prefix[256];
-  snprintf(prefix, sizeof prefix, "%sgroup/%d/%d/", dist__rdzv_prefix(dist__engine.rdzv), index, color);
-  return dist__gloo_connect(dist__rdzv_client(dist__engine.rdzv), prefix, rank, n, dist__engine.gloo_timeout, ctx);
+  snprintf(prefix, sizeof prefix, "%sgroup/%lu/%d/", dist__rdzv_prefix(rdzv), connect, color);
+  return dist__gloo_connect(dist__rdzv_client(rdzv), prefix, rank, n, dist__engine.gloo_timeout, ctx);
 }
 
 dist_status dist__group_keep_gloo(const char *name, int parent, dist__layout *layout, dist_status local) {
   dist__gloo *ctx = NULL;
-  /* Connect even after a local failure: the copy's other members wait for
-   * this rank. Not after a rank failed to arrive: it will not come now. */
-  dist_status s = dist__rdzv_still_there(dist__engine.rdzv, "connecting a group's Gloo context");
-  if (!s) s = gloo_connect(layout, dist__groups.ngroups, &ctx);
-  if (local || s) {
-    dist__gloo_free(ctx);
-    return local ? local : s;
+  /* Not after a failure here (said on the creation's key: the others stop
+   * waiting for this rank), nor after a rank failed to arrive. */
+  dist_status s = local ? local : dist__rdzv_still_there(dist__engine.rdzv, "connecting a group's Gloo context");
+  unsigned long connect = connects++;
+  if (!s && dist__fault("gloo_connect")) s = dist__error(DIST_ERR_NO_MEMORY, "injected fault (gloo_connect)"); /* tests */
+  if (!s) s = gloo_connect(layout, connect, &ctx);
+  if (s) {
+    if (gave_up[0]) dist__rdzv_give_up_on(dist__engine.rdzv, gave_up, dist_last_error()); /* the first message is kept */
+    return s;
   }
   dist__group g, *kept;
   memset(&g, 0, sizeof g);
@@ -150,11 +175,20 @@ dist_status dist__group_add_all(int n, const char *const *names, int parent, dis
 #define LAYOUT(k) (layouts ? &layouts[k] : &none)
 #ifdef HAVE_GLOO
   if (dist__engine.rdzv) {
-    for (int k = 0; k < n; k++) {
+    /* A connect waits for every member of the copy: a rank whose layouts
+     * failed must not leave its copies' others waiting there until Gloo's
+     * limit. So agree first (MPI's split needs no such round: a rank that
+     * splits off with MPI_UNDEFINED joins nothing). */
+    const char *what = n > 1 ? "creating process groups" : "creating a process group";
+    const dist_status laid = dist__agree_group(dist__groups.groups[0], s, what);
+    s = laid;
+    if (!laid) dist__group_gloo_begin();
+    for (int k = 0; !laid && k < n; k++) {
       dist_status r = dist__group_keep_gloo(names[k], parent, LAYOUT(k), s);
       if (!s) s = r;
     }
-    s = dist__agree_group(dist__groups.groups[0], s, n > 1 ? "creating process groups" : "creating a process group");
+    if (!laid) dist__group_gloo_end();
+    if (!laid) s = dist__agree_group(dist__groups.groups[0], s, what);
     if (!s) s = dist__groups_open_rounds(before);
     while (s && dist__groups.ngroups > before) free_group(dist__groups.groups[--dist__groups.ngroups]);
     return s;

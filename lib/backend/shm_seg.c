@@ -17,6 +17,7 @@
 #include "backend/shm_seg.h"
 #include "backend/wait.h"
 #include "core/fault.h"
+#include "core/reserve.h"
 #ifdef HAVE_GLOO
 #include "backend/gloo.h"
 #endif
@@ -35,11 +36,11 @@ static int64_t nonce(void) {
 
 /* Every member's `bytes` bytes, through the group's Gloo context. */
 static dist_status gloo_gather(const struct dist__group *g, const void *mine, size_t bytes, void *all) {
-  size_t *b = malloc(sizeof *b * (size_t)g->size);
+  size_t *b = dist__reserve_alloc(sizeof *b * (size_t)g->size, 0); /* the others are in the gather */
   if (!b) return dist__error(DIST_ERR_NO_MEMORY, "group '%s': a shared segment's counts", g->name);
   for (int q = 0; q < g->size; q++) b[q] = bytes;
   dist_status s = dist__gloo_all_gather_v(g->gloo, mine, all, b);
-  free(b);
+  dist__reserve_free(b);
   return s;
 }
 #endif
@@ -63,10 +64,15 @@ dist_status dist__shm_seg_open(const struct dist__group *g, const char *kind, si
   /* (pid, nonce) of every member, their flags, their pids: one block (a
    * member that cannot have it cannot join the gathers either) */
   int64_t mine[2] = {(int64_t)getpid(), nonce()};
-  int64_t *all = malloc(sizeof(int64_t) * 4 * (size_t)P), *flags = all ? all + 2 * P : NULL, *pids = all ? all + 3 * P : NULL;
+  /* Kept as the pid list. Without it this member still joins the gathers
+   * (through the reserve: the others are in them) and refuses the segment. */
+  int64_t *kept = malloc(sizeof(int64_t) * 4 * (size_t)P);
+  int64_t *all = kept ? kept : dist__reserve_alloc(sizeof(int64_t) * 4 * (size_t)P, 0);
   if (!all) return dist__error(DIST_ERR_NO_MEMORY, "group '%s': its shared segment's members", g->name);
+  int64_t *flags = all + 2 * P, *pids = all + 3 * P;
+  ready = ready && kept;
   dist_status s = gloo_gather(g, mine, sizeof mine, all);
-  if (s) return free(all), s;
+  if (s) return dist__reserve_free(all), s;
   /* One name per group, kind and job: member 0's process id and random
    * nonce (another job may share /dev/shm from another pid namespace), and
    * the group's place in the table. A name that exists already is a refusal. */
@@ -107,7 +113,7 @@ dist_status dist__shm_seg_open(const struct dist__group *g, const char *kind, si
   if (fd >= 0) close(fd);
   if (map != MAP_FAILED) munmap(map, bytes);
   if (!s) dist_log(DIST_LOG_DEBUG, "group '%s': no shared %s segment (%zu bytes)", g->name, kind, bytes);
-  free(all);
+  dist__reserve_free(all);
   return s;
 #endif
 }

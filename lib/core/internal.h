@@ -16,6 +16,9 @@ dist_status dist__error(dist_status status, const char *fmt, ...) __attribute__(
 /* Empties this thread's last error: code that runs a user's function and
  * must tell whether it set a message. */
 void dist__error_clear(void);
+/* Put back a message saved from dist_last_error() (not logged): after a
+ * step that failed only on the way to a success (a wait's slice). */
+void dist__error_restore(const char *text);
 
 /* Prefix this thread's last error with context ("subgroup 'g' of 'world'")
  * and return `status`. */

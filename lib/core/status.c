@@ -32,9 +32,14 @@ const char *dist_last_error(void) { return last_error; }
 
 void dist__error_clear(void) { last_error[0] = 0; }
 
-/* Record the message as this thread's last error; both entry points below. */
+void dist__error_restore(const char *text) { snprintf(last_error, sizeof last_error, "%s", text); }
+
+/* Record the message as this thread's last error; both entry points below.
+ * Formatted aside first: an argument may be dist_last_error() itself. */
 static dist_status record(dist_status status, const char *fmt, va_list ap) {
-  vsnprintf(last_error, sizeof last_error, fmt, ap);
+  char text[sizeof last_error];
+  vsnprintf(text, sizeof text, fmt, ap);
+  memcpy(last_error, text, sizeof last_error);
   dist_log(DIST_LOG_DEBUG, "error %d (%s): %s", (int)status, dist_status_string(status), last_error);
   return status;
 }

@@ -25,10 +25,14 @@ static int atexit_registered;
 static const int MPI_LEVELS[] = {MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED, MPI_THREAD_SERIALIZED, MPI_THREAD_MULTIPLE};
 
 /* Release everything; MPI itself only at exit (see manager.h). `orderly`:
- * every rank is here too (collective frees allowed). */
-static void release_state(int orderly) {
+ * every rank is here too (collective frees allowed). Else `why` (this
+ * rank's failure) goes to the others through the rendezvous store, when
+ * there is one, so that they stop waiting for this rank. */
+static void release_state(int orderly, const char *why) {
   dist__manager *m = &dist__state;
   int finalized = 0;
+  char because[1024]; /* copied first: the frees below may set errors of their own */
+  snprintf(because, sizeof because, "%s", why && *why ? why : "(no message)");
   dist__board_close(orderly);
   dist__faults_close();
   dist__groups_free();
@@ -41,6 +45,7 @@ static void release_state(int orderly) {
   m->startup_rows = NULL;
 #ifdef HAVE_GLOO
   if (dist__engine.rdzv) { /* after the groups' Gloo contexts: the store outlives them */
+    if (!orderly) dist__rdzv_give_up(dist__engine.rdzv, because);
     dist_status closed = dist__rdzv_close(dist__engine.rdzv, orderly);
     if (closed) dist_log(DIST_LOG_WARN, "closing the rendezvous store: %s", dist_last_error());
     dist__engine.rdzv = NULL;
@@ -82,7 +87,8 @@ static void at_exit(void) {
   DIST_WARN_CALL(MPI_Initialized(&inited));
   DIST_WARN_CALL(MPI_Finalized(&finalized));
   if (dist__state.initialized && dist__state.mpi_ours && dist__groups.size > 1 && inited && !finalized) end_job();
-  if (dist__state.initialized) release_state(!dist__engine.rdzv); /* without MPI: no collective at exit */
+  if (dist__state.initialized) /* without MPI: no collective at exit */
+    release_state(!dist__engine.rdzv, "it exited without calling dist_manager_finalize()");
   if (dist__state.mpi_ours && inited && !finalized) DIST_WARN_CALL(MPI_Finalize());
 }
 
@@ -353,7 +359,7 @@ static dist_status initialize(MPI_Comm adopt, const dist_init_options *options, 
       return dist__error(DIST_ERR_INVALID_ARGUMENT, "DIST_HOST_ENGINE=gloo: there is no MPI communicator to adopt");
     dist_status s = dist__start_store(detected, choose_device);
     if (s) {
-      release_state(0);
+      release_state(0, dist_last_error());
       return s;
     }
     return finish_initialize();
@@ -369,7 +375,7 @@ static dist_status initialize(MPI_Comm adopt, const dist_init_options *options, 
   if (!s && dist__engine.timeout > 0)
     s = dist__agree(dist__engine.world, dist__board_open(), "opening the progress board for DIST_TIMEOUT");
   if (s) {
-    release_state(0);
+    release_state(0, dist_last_error());
     return s;
   }
   return finish_initialize();
@@ -415,7 +421,7 @@ dist_status dist_manager_finalize(void) {
   dist_status s = dist__call_verify_always(&c, DIST_SUCCESS);
   if (s) return dist__break(s);
   dist__faults_drain(5.0);
-  release_state(1);
+  release_state(1, NULL);
   dist__finalized_once = 1;
   return DIST_SUCCESS;
 }

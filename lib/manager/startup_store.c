@@ -173,13 +173,18 @@ dist_status dist__start_store(dist_status local, dist_status (*choose_device)(in
   /* The built-in groups, each copy a Gloo context met through the store. */
   dist__layout layouts[4];
   s = dist__topology_layouts(m->startup_rows, layouts);
-  s = agree(s, "laying out the built-in groups");
-  for (int k = 0; k < 4; k++) {
+  /* Connects only when every rank has its layouts: a connect waits for each
+   * member of the copy (dist__group_add_all does the same). */
+  const dist_status laid = agree(s, "laying out the built-in groups");
+  s = laid;
+  if (!laid) dist__group_gloo_begin();
+  for (int k = 0; !laid && k < 4; k++) {
     dist_status r = dist__group_keep_gloo(NAMES[k], k ? 0 : -1, &layouts[k], s);
     if (!s) s = r;
   }
+  if (!laid) dist__group_gloo_end();
   for (int k = 0; k < 4; k++) dist__layout_free(&layouts[k]); /* no-ops for those the table took over */
-  s = agree(s, "connecting the built-in groups (Gloo)");
+  if (!laid) s = agree(s, "connecting the built-in groups (Gloo)");
   if (s) return s;
   DIST_CHECK(dist__groups_open_rounds(0));
   snprintf(m->master_addr, sizeof m->master_addr, "%s", l->master_addr);

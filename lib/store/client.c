@@ -25,6 +25,7 @@ struct dist__store_client {
   double timeout;
   dist__store_limits lim;
   int answered; /* a reply came on this connection: it speaks our dialect */
+  char watch[DIST__STORE_WATCHES][200]; /* keys whose arrival ends every wait (dist__store_watch) */
 };
 
 static dist_status open_fd(dist__store_client *c, double deadline) {
@@ -85,6 +86,9 @@ static int blob(dist__bytes *b, const void *p, size_t n) { return u64(b, n) || d
 static dist_status dialect_hint(dist__store_client *c, dist_status s);
 
 static dist_status send_req(dist__store_client *c, dist__bytes *b, int oom, double deadline, const char *what) {
+  /* A connection closed after a failure (a reply that could not be read) is
+   * replaced: the client stays usable, e.g. to say that this rank gave up. */
+  if (c->fd < 0 && !oom && open_fd(c, deadline)) c->fd = -1;
   dist_status s = oom ? dist__error(DIST_ERR_NO_MEMORY, "store: request %s", what)
                       : c->fd < 0 ? dist__error(DIST_ERR_IO, "store at %s: not connected", c->where)
                                   : dialect_hint(c, dist__net_send(c->fd, b->p, b->n, deadline, what, c->where));
@@ -196,8 +200,19 @@ static void missing_names(dist__store_client *c, const char *const *keys, size_t
   free(miss);
 }
 
-dist_status dist__store_wait(dist__store_client *c, const char *const *keys, size_t n, double timeout) {
-  double deadline = dist__net_now() + (timeout > 0 ? timeout : c->timeout);
+void dist__store_watch(dist__store_client *c, int slot, const char *key) {
+  if (c && slot >= 0 && slot < DIST__STORE_WATCHES) snprintf(c->watch[slot], sizeof c->watch[slot], "%s", key ? key : "");
+}
+
+static int watching(const dist__store_client *c) {
+  for (int i = 0; i < DIST__STORE_WATCHES; i++)
+    if (c->watch[i][0]) return 1;
+  return 0;
+}
+
+/* One WAIT until `deadline`: DIST_ERR_TIMEOUT (the client usable again) or
+ * the outcome. */
+static dist_status wait_until(dist__store_client *c, const char *const *keys, size_t n, double deadline) {
   DIST_CHECK(keys_req(c, DIST__STORE_WAIT, keys, n, deadline, "WAIT"));
   uint8_t r;
   dist_status s = recv_reply(c, &r, 1, deadline, "WAIT's answer");
@@ -220,6 +235,45 @@ dist_status dist__store_wait(dist__store_client *c, const char *const *keys, siz
     close(c->fd);
     c->fd = -1;
     if (open_fd(c, grace)) c->fd = -1;
+  }
+  return DIST_ERR_TIMEOUT;
+}
+
+/* A watched key's value as an error, if one has arrived. */
+static dist_status watched(dist__store_client *c) {
+  for (int i = 0; i < DIST__STORE_WATCHES; i++) {
+    const char *k = c->watch[i];
+    int there = 0;
+    if (!k[0] || dist__store_check(c, &k, 1, &there) || !there) continue; /* the wait goes on */
+    char saved[DIST__STORE_WATCHES][200];
+    memcpy(saved, c->watch, sizeof saved);
+    memset(c->watch, 0, sizeof c->watch); /* the GET's own wait must not look again */
+    uint8_t *v = NULL;
+    size_t len = 0;
+    dist_status s = dist__store_get(c, saved[i], 0, &v, &len);
+    memcpy(c->watch, saved, sizeof saved);
+    s = dist__error(DIST_ERR_ABORTED, "%s", s ? "a rank gave up (its message could not be read)" : (const char *)v);
+    free(v);
+    return s;
+  }
+  return DIST_SUCCESS;
+}
+
+dist_status dist__store_wait(dist__store_client *c, const char *const *keys, size_t n, double timeout) {
+  double deadline = dist__net_now() + (timeout > 0 ? timeout : c->timeout), slice = 0.05;
+  char before[1024]; /* a slice that ran out is no failure: its message must not replace the last one */
+  snprintf(before, sizeof before, "%s", dist_last_error());
+  for (;;) {
+    /* Watching: in slices (50 ms, doubling to 1 s), looking for the key between them. */
+    double until = watching(c) && dist__net_now() + slice < deadline ? dist__net_now() + slice : deadline;
+    dist_status s = wait_until(c, keys, n, until);
+    if (s != DIST_ERR_TIMEOUT || until >= deadline) {
+      if (s != DIST_ERR_TIMEOUT) return s;
+      break;
+    }
+    DIST_CHECK(watched(c));
+    dist__error_restore(before);
+    slice = slice < 0.5 ? 2 * slice : 1.0;
   }
   char names[512];
   missing_names(c, keys, n, names, sizeof names);

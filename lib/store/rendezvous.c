@@ -2,7 +2,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "core/fault.h"
 #include "store/net.h"
 #include "store/rendezvous.h"
 
@@ -19,8 +21,11 @@ struct dist__rdzv {
   char gone_why[400];
 };
 
+/* The key a rank that gave up sets (dist__rdzv_give_up). */
+static void gave_up_key(const dist__rdzv *r, char *out, size_t n) { snprintf(out, n, "%sgave_up", r->plan.prefix); }
+
 static dist_status note_gone(dist__rdzv *r, dist_status s) {
-  if (s == DIST_ERR_TIMEOUT && !r->gone) {
+  if ((s == DIST_ERR_TIMEOUT || s == DIST_ERR_ABORTED) && !r->gone) {
     r->gone = s;
     snprintf(r->gone_why, sizeof r->gone_why, "%s", dist_last_error());
   }
@@ -29,7 +34,7 @@ static dist_status note_gone(dist__rdzv *r, dist_status s) {
 
 dist_status dist__rdzv_still_there(const dist__rdzv *r, const char *what) {
   if (!r || !r->gone) return DIST_SUCCESS;
-  return dist__error(r->gone, "%s: not attempted, an earlier exchange timed out: %s", what, r->gone_why);
+  return dist__error(r->gone, "%s: not attempted, an earlier exchange failed: %s", what, r->gone_why);
 }
 
 /* Keep what a key may contain tame: letters, digits and -_. */
@@ -125,8 +130,28 @@ dist_status dist__rdzv_open(const dist_launch *l, const char *const *env, double
     free(r);
     return dist__error_context(s, "rendezvous of rank %d of %d (%s store)", l->rank, l->size, whose);
   }
+  char key[200];
+  gave_up_key(r, key, sizeof key);
+  dist__store_watch(r->client, 0, key);
   *out = r;
   return DIST_SUCCESS;
+}
+
+void dist__rdzv_give_up_on(dist__rdzv *r, const char *key, const char *why) {
+  if (!r || !r->client || r->size < 2) return;
+  char msg[1024];
+  snprintf(msg, sizeof msg, "rank %d of %d gave up: %s", r->rank, r->size, why && *why ? why : "(no message)");
+  int there = 1;
+  if (!dist__store_check(r->client, &key, 1, &there) && !there) (void)dist__store_set(r->client, key, msg, strlen(msg));
+}
+
+void dist__rdzv_give_up(dist__rdzv *r, const char *why) {
+  if (!r || !r->client) return;
+  char key[200];
+  gave_up_key(r, key, sizeof key);
+  dist__store_watch(r->client, 0, NULL); /* no waits of its own from here */
+  dist__store_watch(r->client, 1, NULL);
+  dist__rdzv_give_up_on(r, key, why);
 }
 
 /* The key of rank q's part of exchange `seq`. */
@@ -141,6 +166,7 @@ static dist_status wait_all(dist__rdzv *r, unsigned long seq, const char *what) 
   if (!keys || !ptr) return free(keys), free(ptr), dist__error(DIST_ERR_NO_MEMORY, "rendezvous keys");
   for (int q = 0; q < r->size; q++) key_of(r, seq, q, keys[q], sizeof keys[q]), ptr[q] = keys[q];
   dist_status s = dist__store_wait(r->client, ptr, (size_t)r->size, r->timeout);
+  if (s == DIST_ERR_ABORTED) s = dist__error_context(s, "%s", what);
   if (s == DIST_ERR_TIMEOUT) {
     char ranks[256] = "";
     size_t k = 0;
@@ -163,6 +189,7 @@ dist_status dist__rdzv_all_gather(dist__rdzv *r, const char *what, const void *m
   unsigned long seq = r->seq++;
   char key[200];
   key_of(r, seq, r->rank, key, sizeof key);
+  if (dist__fault("rdzv_set")) return dist__error(DIST_ERR_NO_MEMORY, "%s: injected fault (rdzv_set)", what); /* tests */
   DIST_CHECK(dist__store_set(r->client, key, mine, len));
   DIST_CHECK(note_gone(r, wait_all(r, seq, what)));
   for (int q = 0; q < r->size; q++) {
@@ -195,6 +222,7 @@ dist_status dist__rdzv_broadcast(dist__rdzv *r, const char *what, int root, void
   if (s == DIST_ERR_TIMEOUT)
     return note_gone(r, dist__error(DIST_ERR_TIMEOUT, "%s: rank %d (the root) did not arrive within %g s (DIST_TIMEOUT)",
                                     what, root, r->timeout));
+  if (s == DIST_ERR_ABORTED) return note_gone(r, dist__error_context(s, "%s", what));
   if (s) return s;
   if (n != len) s = dist__error(DIST_ERR_MISMATCH, "%s: the root sent %zu bytes, this rank expects %zu", what, n, len);
   else if (len) memcpy(buf, v, len);
@@ -215,15 +243,32 @@ dist__store_client *dist__rdzv_client(dist__rdzv *r) { return r->client; }
 
 const char *dist__rdzv_prefix(const dist__rdzv *r) { return r->plan.prefix; }
 
+/* After a failure: each rank counts itself out, and rank 0's own server
+ * serves until every other rank has (at most 2 s), since they may still be
+ * reading what a rank that gave up said. */
+static void linger(dist__rdzv *r) {
+  char left[200];
+  snprintf(left, sizeof left, "%sleft", r->plan.prefix);
+  if (!r->server) {
+    (void)dist__store_add(r->client, left, 1, NULL);
+    return;
+  }
+  int64_t n = 0;
+  for (double end = dist__net_now() + 2.0; dist__net_now() < end; usleep(10000))
+    if (dist__store_add(r->client, left, 0, &n) || n >= r->size - 1) return;
+}
+
 /* Rank 0's server must outlive every other rank's last request: after the
  * barrier each other rank counts itself out, the last one says so, and
  * rank 0 stops serving only then. */
 dist_status dist__rdzv_close(dist__rdzv *r, int orderly) {
   if (!r) return DIST_SUCCESS;
   dist_status s = orderly ? dist__rdzv_barrier(r, "closing the rendezvous") : DIST_ERR_ABORTED;
+  if (orderly && s) dist__rdzv_give_up(r, dist_last_error()); /* the others are in the barrier */
   char count[200], last[200];
   snprintf(count, sizeof count, "%s%lu/closing", r->plan.prefix, r->seq); /* seq: same on every rank */
   snprintf(last, sizeof last, "%s%lu/closed", r->plan.prefix, r->seq);
+  if (!orderly && r->size > 1) linger(r);
   if (!s && r->size > 1) {
     if (r->rank != 0) {
       int64_t out = 0;
