@@ -133,8 +133,17 @@ if [ -x "$gloo" ]; then
   # take it for gone. The last rank there, dying: the others must name it at
   # once, not at DIST_TIMEOUT (its process id means nothing to them).
   if unshare --pid --fork --kill-child true 2>/dev/null; then
-    own_ns=$(mktemp)
-    printf '#!/bin/sh\n[ "$RANK" = "$OWN_NS_RANK" ] && exec unshare --pid --fork --kill-child "$@"\nexec "$@"\n' > "$own_ns"
+    own_ns=$B/tests/own_ns.$$.sh # in the build tree: /tmp may be mounted noexec
+    # (LeakSanitizer cannot stop the threads of a process in a pid namespace
+    # of its own, and reports false leaks there: off for that rank only.)
+    cat > "$own_ns" <<'WRAP'
+#!/bin/sh
+if [ "$RANK" = "$OWN_NS_RANK" ]; then
+  export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+  exec unshare --pid --fork --kill-child "$@"
+fi
+exec "$@"
+WRAP
     chmod +x "$own_ns"
     for c in "late 0 came late: no error" "1 2 died: .*is gone while the others waited"; do
       set -- $c
@@ -181,6 +190,22 @@ if [ -x "$gloo" ]; then
       failures=$((failures + 1))
     fi
   done
+  # The same with two copies: 4 ranks, rank 1 fails in the connect of a
+  # subgroup of 2. Its copy-mate stops at once, the other copy connects, the
+  # creation fails on all four, and the job goes on.
+  t0=$(date +%s)
+  out=$(BARE_ARGS="gloo_connect 0 group" bare "$B/tests/faults/gives_up" 4 DIST_TIMEOUT=30 GIVES_UP_RANK=1 GIVES_UP_GROUP=2 2>&1)
+  rc=$? dt=$(($(date +%s) - t0))
+  failed=$(printf '%s\n' "$out" | grep -c "gives_up: rank [0-3]: dist_group_create_subgroup -> error")
+  named=$(printf '%s\n' "$out" | grep -c "gives_up: rank 0: .* -> error: .*rank 1 of 4 gave up: ")
+  after=$(printf '%s\n' "$out" | grep -c "gives_up: rank [0-3]: \(dist_group_create_subgroup again\|dist_all_reduce on it\|dist_manager_finalize\) -> ok")
+  if [ $rc -eq 0 ] && [ "$failed" -eq 4 ] && [ "$named" -eq 1 ] && [ "$after" -eq 12 ] && [ $dt -lt 10 ]; then
+    echo "ok   a rank fails in one copy's connect: its copy-mate stops at once, the job goes on ($dt s)"
+  else
+    echo "FAIL a rank fails in one copy's connect (exit $rc, $failed of 4 failed, $named of 1 named it, $after of 12 later calls ok, $dt s)"
+    printf '%s\n' "$out" | tail -8 | sed 's/^/     /'
+    failures=$((failures + 1))
+  fi
   # The manager on Gloo: the last rank dies after initialize; the others'
   # next collective fails, each with a message, within DIST_TIMEOUT.
   quit_case "a rank dies after initialize: the 3 others fail in their next collective" 20 \

@@ -123,13 +123,9 @@ dist_status dist__group_keep(const char *name, int parent, dist__layout *layout,
 #ifdef HAVE_GLOO
 /* The same in launches without MPI: my copy's members connect a Gloo context
  * through the rendezvous store, then the group is kept. Collective over the
- * members, between dist__group_gloo_begin and _end (collective over the
- * world: one group creation); after a `local` failure (or its own) this
- * rank does not connect and says so on the creation's key, which ends the
- * others' connects of this creation at once. The caller makes every rank
- * agree on the outcome. */
-void dist__group_gloo_begin(void);
-void dist__group_gloo_end(void);
+ * members; after a `local` failure (or its own) this rank does not connect
+ * and says so on the copy's key, which ends its copy-mates' connect at once.
+ * The caller makes every rank agree on the outcome. */
 dist_status dist__group_keep_gloo(const char *name, int parent, dist__layout *layout, dist_status local);
 #endif
 /* After every rank agreed on groups [from, end of the table): give those

@@ -34,6 +34,7 @@ typedef struct dist__engine_state {
   struct dist__rdzv *rdzv;     /* launches without MPI: the rendezvous store, and Gloo as the host engine */
   double gloo_timeout;         /* seconds every Gloo context waits for its peers */
   unsigned long private_seq;   /* private groups made so far (their Gloo contexts' keys) */
+  unsigned long gloo_connects; /* group copies' Gloo connects so far (their keys) */
   /* the engines' own */
   dist__current cur;
   MPI_Comm faults;             /* the fault channel (faults.c): a duplicate of the world */

@@ -88,27 +88,16 @@ dist_status dist__group_keep(const char *name, int parent, dist__layout *layout,
 }
 
 #ifdef HAVE_GLOO
-/* The connects of one group creation (start-up's built-in groups, or one
- * dist__group_add_all) share a key that every rank watches meanwhile: a
- * rank that fails in one connect, or will not make one, says so there, and
- * the others' connects of that creation end at once instead of each running
- * into Gloo's limit. Connects are counted: each meets under keys of its own,
- * so a retry after a failed creation never reads the old addresses. */
-static unsigned long creations, connects; /* every rank makes the same calls */
-static char gave_up[256];
-
-void dist__group_gloo_begin(void) {
-  snprintf(gave_up, sizeof gave_up, "%sgroups/%lu/gave_up", dist__rdzv_prefix(dist__engine.rdzv), creations++);
-  dist__store_watch(dist__rdzv_client(dist__engine.rdzv), 1, gave_up);
-}
-
-void dist__group_gloo_end(void) {
-  dist__store_watch(dist__rdzv_client(dist__engine.rdzv), 1, NULL);
-  gave_up[0] = 0;
-}
-
 /* The Gloo context of my copy of a group: the copy's members meet under a
- * key prefix naming the connect and the copy. */
+ * key prefix naming the connect (counted: the same count on every rank, and
+ * a retry after a failed creation never reads the old addresses) and the
+ * copy. A member that fails in it, or will not make it, says so on the
+ * copy's gave-up key, which the others watch meanwhile: they stop waiting for
+ * it at once, and copies without it go on. */
+static void copy_key(unsigned long connect, int color, char *out, size_t n) {
+  snprintf(out, n, "%sgroup/%lu/%d/gave_up", dist__rdzv_prefix(dist__engine.rdzv), connect, color);
+}
+
 static dist_status gloo_connect(const dist__layout *l, unsigned long connect, dist__gloo **ctx) {
   *ctx = NULL;
   int me = dist__groups.rank, color = l->color ? l->color[me] : -1;
@@ -122,21 +111,29 @@ static dist_status gloo_connect(const dist__layout *l, unsigned long connect, di
   for (int i = 0; i < n; i++)
     if (members[i] == me) rank = i;
   dist__reserve_free(members);
-  char prefix[256];
+  char prefix[256], gave_up[256];
   snprintf(prefix, sizeof prefix, "%sgroup/%lu/%d/", dist__rdzv_prefix(rdzv), connect, color);
-  return dist__gloo_connect(dist__rdzv_client(rdzv), prefix, rank, n, dist__engine.gloo_timeout, ctx);
+  copy_key(connect, color, gave_up, sizeof gave_up);
+  dist__store_client *c = dist__rdzv_client(rdzv);
+  dist__store_watch(c, 1, gave_up);
+  dist_status s = dist__gloo_connect(c, prefix, rank, n, dist__engine.gloo_timeout, ctx);
+  dist__store_watch(c, 1, NULL);
+  return s;
 }
 
 dist_status dist__group_keep_gloo(const char *name, int parent, dist__layout *layout, dist_status local) {
   dist__gloo *ctx = NULL;
-  /* Not after a failure here (said on the creation's key: the others stop
-   * waiting for this rank), nor after a rank failed to arrive. */
+  /* Not after a failure here, nor after a rank failed to arrive: said on my
+   * copy's key instead (gloo_connect). */
   dist_status s = local ? local : dist__rdzv_still_there(dist__engine.rdzv, "connecting a group's Gloo context");
-  unsigned long connect = connects++;
+  unsigned long connect = dist__engine.gloo_connects++;
   if (!s && dist__fault("gloo_connect")) s = dist__error(DIST_ERR_NO_MEMORY, "injected fault (gloo_connect)"); /* tests */
   if (!s) s = gloo_connect(layout, connect, &ctx);
   if (s) {
-    if (gave_up[0]) dist__rdzv_give_up_on(dist__engine.rdzv, gave_up, dist_last_error()); /* the first message is kept */
+    int color = layout->color ? layout->color[dist__groups.rank] : -1;
+    char key[256];
+    copy_key(connect, color, key, sizeof key);
+    if (color >= 0) dist__rdzv_give_up_on(dist__engine.rdzv, key, dist_last_error()); /* the first message is kept */
     return s;
   }
   dist__group g, *kept;
@@ -182,12 +179,10 @@ dist_status dist__group_add_all(int n, const char *const *names, int parent, dis
     const char *what = n > 1 ? "creating process groups" : "creating a process group";
     const dist_status laid = dist__agree_group(dist__groups.groups[0], s, what);
     s = laid;
-    if (!laid) dist__group_gloo_begin();
     for (int k = 0; !laid && k < n; k++) {
       dist_status r = dist__group_keep_gloo(names[k], parent, LAYOUT(k), s);
       if (!s) s = r;
     }
-    if (!laid) dist__group_gloo_end();
     if (!laid) s = dist__agree_group(dist__groups.groups[0], s, what);
     if (!s) s = dist__groups_open_rounds(before);
     while (s && dist__groups.ngroups > before) free_group(dist__groups.groups[--dist__groups.ngroups]);

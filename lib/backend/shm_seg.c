@@ -90,14 +90,14 @@ dist_status dist__shm_seg_open(const struct dist__group *g, const char *kind, si
   }
   int locked = 0; /* every member holds its liveness lock (shm_seg.h) */
   for (int step = 0; step < 2 && !s; step++) { /* 0: member 0 made it; 1: every member mapped it */
-    int mine = 0;
+    int held = 0;
     if (step == 1 && g->rank != 0 && ok) fd = shm_open(name, O_RDWR | O_CLOEXEC, 0600), ok = fd >= 0;
     if (step == 1 && ok) ok = (map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) != MAP_FAILED;
     if (step == 1 && ok) {
       struct flock l = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = g->rank, .l_len = 1, .l_pid = 0};
-      mine = fcntl(fd, F_OFD_SETLK, &l) == 0;
+      held = fcntl(fd, F_OFD_SETLK, &l) == 0;
     }
-    int64_t flag = ok | mine << 1;
+    int64_t flag = ok | held << 1;
     s = gloo_gather(g, &flag, sizeof flag, flags);
     locked = 1;
     for (int q = 0; !s && q < P; q++) ok = ok && (flags[q] & 1), locked = locked && (flags[q] & 2);
@@ -168,7 +168,7 @@ dist_status dist__shm_flag_wait(const dist__shm_seg *seg, dist__shm_flag *f, int
     if (!reached(f, v)) (void)futex(&f->seq, FUTEX_WAIT, seen, &(struct timespec){0, 10000000});
     atomic_fetch_sub(&f->waiters, 1);
     if (reached(f, v)) break;
-    if (peer_gone(seg, peer))
+    if (peer_gone(seg, peer) && !reached(f, v)) /* it may have raised the flag, then closed the segment */
       return dist__break(dist__error(DIST_ERR_ABORTED,
                                      "%s: rank %d of the group (process %d on this node) is gone while the others "
                                      "waited for it in %s (a peer process left or died)",

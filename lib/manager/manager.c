@@ -21,6 +21,7 @@
 extern char **environ;
 
 static int atexit_registered;
+static pid_t owner; /* the process that initialized */
 
 static const int MPI_LEVELS[] = {MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED, MPI_THREAD_SERIALIZED, MPI_THREAD_MULTIPLE};
 
@@ -83,6 +84,9 @@ static void end_job(void) {
 }
 
 static void at_exit(void) {
+  /* A child forked without exec exits with a copy of its parent's state:
+   * the job, the store connection and the segments are the parent's. */
+  if (getpid() != owner) return;
   int inited = 0, finalized = 0;
   DIST_WARN_CALL(MPI_Initialized(&inited));
   DIST_WARN_CALL(MPI_Finalized(&finalized));
@@ -119,6 +123,7 @@ static dist_status start_mpi(MPI_Comm adopt, dist_thread_level level) {
   } else {
     DIST_MPI_CALL(MPI_Query_thread(&provided));
   }
+  owner = getpid();
   if (!atexit_registered && atexit(at_exit) == 0) atexit_registered = 1;
   if (provided < MPI_LEVELS[level])
     return dist__error(DIST_ERR_UNSUPPORTED, "MPI provides thread level %d, less than the requested %d", provided,

@@ -177,12 +177,10 @@ dist_status dist__start_store(dist_status local, dist_status (*choose_device)(in
    * member of the copy (dist__group_add_all does the same). */
   const dist_status laid = agree(s, "laying out the built-in groups");
   s = laid;
-  if (!laid) dist__group_gloo_begin();
   for (int k = 0; !laid && k < 4; k++) {
     dist_status r = dist__group_keep_gloo(NAMES[k], k ? 0 : -1, &layouts[k], s);
     if (!s) s = r;
   }
-  if (!laid) dist__group_gloo_end();
   for (int k = 0; k < 4; k++) dist__layout_free(&layouts[k]); /* no-ops for those the table took over */
   if (!laid) s = agree(s, "connecting the built-in groups (Gloo)");
   if (s) return s;

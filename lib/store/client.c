@@ -85,10 +85,18 @@ static int blob(dist__bytes *b, const void *p, size_t n) { return u64(b, n) || d
 
 static dist_status dialect_hint(dist__store_client *c, dist_status s);
 
+/* A reconnect tries for at most 2 s: the server was up a moment ago, so one
+ * that does not answer now has stopped (rank 0 left), and each later call
+ * would otherwise wait its whole deadline for it. */
+static double reconnect_deadline(double deadline) {
+  double soon = dist__net_now() + 2.0;
+  return deadline < soon ? deadline : soon;
+}
+
 static dist_status send_req(dist__store_client *c, dist__bytes *b, int oom, double deadline, const char *what) {
   /* A connection closed after a failure (a reply that could not be read) is
    * replaced: the client stays usable, e.g. to say that this rank gave up. */
-  if (c->fd < 0 && !oom && open_fd(c, deadline)) c->fd = -1;
+  if (c->fd < 0 && !oom && open_fd(c, reconnect_deadline(deadline))) c->fd = -1;
   dist_status s = oom ? dist__error(DIST_ERR_NO_MEMORY, "store: request %s", what)
                       : c->fd < 0 ? dist__error(DIST_ERR_IO, "store at %s: not connected", c->where)
                                   : dialect_hint(c, dist__net_send(c->fd, b->p, b->n, deadline, what, c->where));
@@ -210,12 +218,20 @@ static int watching(const dist__store_client *c) {
   return 0;
 }
 
-/* One WAIT until `deadline`: DIST_ERR_TIMEOUT (the client usable again) or
- * the outcome. */
-static dist_status wait_until(dist__store_client *c, const char *const *keys, size_t n, double deadline) {
-  DIST_CHECK(keys_req(c, DIST__STORE_WAIT, keys, n, deadline, "WAIT"));
+/* One WAIT, its answer awaited until `until`: DIST_ERR_TIMEOUT (the client
+ * usable again) or the outcome. The request itself may take until `deadline`
+ * (the whole wait's): a request cut off halfway would leave the connection
+ * out of step. */
+static dist_status wait_until(dist__store_client *c, const char *const *keys, size_t n, double until, double deadline) {
+  dist_status sent = keys_req(c, DIST__STORE_WAIT, keys, n, deadline, "WAIT");
+  if (sent) { /* perhaps cut off halfway: the next request goes on a fresh connection */
+    if (c->fd >= 0) close(c->fd);
+    c->fd = -1;
+    return sent;
+  }
+  if (dist__net_now() >= until) until = dist__net_now() + 0.001; /* the send took the slice: just a look */
   uint8_t r;
-  dist_status s = recv_reply(c, &r, 1, deadline, "WAIT's answer");
+  dist_status s = recv_reply(c, &r, 1, until, "WAIT's answer");
   if (!s) return r == DIST__STORE_STOP_WAITING ? DIST_SUCCESS
                                                : dist__error(DIST_ERR_CORRUPT, "store at %s: WAIT answered %u", c->where, r);
   if (s != DIST_ERR_TIMEOUT) return s;
@@ -234,7 +250,7 @@ static dist_status wait_until(dist__store_client *c, const char *const *keys, si
   if (!reusable) { /* no cancel in this dialect (or it failed): a fresh connection */
     close(c->fd);
     c->fd = -1;
-    if (open_fd(c, grace)) c->fd = -1;
+    if (open_fd(c, reconnect_deadline(grace))) c->fd = -1;
   }
   return DIST_ERR_TIMEOUT;
 }
@@ -266,7 +282,7 @@ dist_status dist__store_wait(dist__store_client *c, const char *const *keys, siz
   for (;;) {
     /* Watching: in slices (50 ms, doubling to 1 s), looking for the key between them. */
     double until = watching(c) && dist__net_now() + slice < deadline ? dist__net_now() + slice : deadline;
-    dist_status s = wait_until(c, keys, n, until);
+    dist_status s = wait_until(c, keys, n, until, deadline);
     if (s != DIST_ERR_TIMEOUT || until >= deadline) {
       if (s != DIST_ERR_TIMEOUT) return s;
       break;

@@ -139,10 +139,15 @@ dist_status dist__rdzv_open(const dist_launch *l, const char *const *env, double
 
 void dist__rdzv_give_up_on(dist__rdzv *r, const char *key, const char *why) {
   if (!r || !r->client || r->size < 2) return;
-  char msg[1024];
+  char msg[1024], mine[1024];
   snprintf(msg, sizeof msg, "rank %d of %d gave up: %s", r->rank, r->size, why && *why ? why : "(no message)");
-  int there = 1;
-  if (!dist__store_check(r->client, &key, 1, &there) && !there) (void)dist__store_set(r->client, key, msg, strlen(msg));
+  snprintf(mine, sizeof mine, "%s", dist_last_error()); /* a failed request must not replace this rank's own */
+  uint8_t *now = NULL;
+  size_t len = 0;
+  /* set only where absent: the first rank's message is kept */
+  (void)dist__store_compare_set(r->client, key, "", 0, msg, strlen(msg), &now, &len);
+  free(now);
+  dist__error_restore(mine);
 }
 
 void dist__rdzv_give_up(dist__rdzv *r, const char *why) {
@@ -268,7 +273,7 @@ dist_status dist__rdzv_close(dist__rdzv *r, int orderly) {
   char count[200], last[200];
   snprintf(count, sizeof count, "%s%lu/closing", r->plan.prefix, r->seq); /* seq: same on every rank */
   snprintf(last, sizeof last, "%s%lu/closed", r->plan.prefix, r->seq);
-  if (!orderly && r->size > 1) linger(r);
+  if ((!orderly || s) && r->size > 1) linger(r);
   if (!s && r->size > 1) {
     if (r->rank != 0) {
       int64_t out = 0;

@@ -6,6 +6,9 @@
  *   gives_up SITE SKIP group  start-up succeeds, then the last rank fails in
  *                             a subgroup's creation; the job goes on: a second
  *                             creation works and finalize too.
+ * GIVES_UP_RANK: the failing rank instead of the last; GIVES_UP_GROUP: the
+ * subgroups' size instead of the world's (several copies: those without the
+ * failing rank connect, those with it stop).
  * Each rank prints "gives_up: rank R: CALL -> ok" or "-> error: MESSAGE".
  * The script checks that every rank got its error within seconds, not at
  * DIST_TIMEOUT, the others naming the rank that gave up. */
@@ -27,14 +30,15 @@ static dist_status say(const char *call, dist_status s) {
 
 int main(int argc, char **argv) {
   if (argc != 4) return fprintf(stderr, "usage: gives_up SITE SKIP init|group\n"), 2;
-  const char *r = getenv("RANK"), *w = getenv("WORLD_SIZE");
+  const char *r = getenv("RANK"), *w = getenv("WORLD_SIZE"), *f = getenv("GIVES_UP_RANK"), *g = getenv("GIVES_UP_GROUP");
   R = r ? atoi(r) : 0;
-  const int last = R == (w ? atoi(w) : 1) - 1, at_init = !strcmp(argv[3], "init");
+  const int last = R == (f ? atoi(f) : (w ? atoi(w) : 1) - 1), at_init = !strcmp(argv[3], "init");
   if (last && at_init) dist__fault_site = argv[1], dist__fault_skip = atoi(argv[2]);
   if (say("dist_manager_initialize", dist_manager_initialize())) return 0;
   if (!at_init) {
     int size = 0;
     dist_manager_world_size(&size);
+    if (g) size = atoi(g);
     if (last) dist__fault_site = argv[1], dist__fault_skip = atoi(argv[2]);
     say("dist_group_create_subgroup", dist_group_create_subgroup("first", size, NULL));
     dist__fault_site = NULL;

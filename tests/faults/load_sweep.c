@@ -1,8 +1,9 @@
 /* The allocation-failure sweep over a checkpoint load (malloc_sweep.sh with
  * MALLOC_SWEEP_TARGET=load): 3 ranks, an AFNO model split model-parallel
  * (uneven: each rank holds a different shard) with an Adam optimizer.
- * The program saves the model as A (optimizer steps 5, lr 0.25), changes it
- * to B (every value + 1, steps 7, lr 0.5), and loads A again with one
+ * The program saves the model as A (optimizer state 0.5 everywhere, steps 5,
+ * lr 0.25, schedule count 3), changes it to B (every parameter + 1, state
+ * 0.25, steps 7, lr 0.5, count 9), and loads A again with one
  * allocation of distmgr's failing on one rank. dist_afno_load must then give
  * the same verdict on every rank, and leave every rank at A (success) or at
  * B (error): never a mixture. A rank prints "WRONG" and exits 3 otherwise.
@@ -32,10 +33,32 @@ static void wrong(const char *what) {
   exit(3);
 }
 
-/* Every parameter's whole tensor, and the optimizer's steps and lr, equal
- * the saved ones plus `plus` / `step` / `lr`. */
-static int model_is(dist_afno *m, dist_optim *o, float **saved, int n, float plus, int64_t step, double lr) {
-  int same = dist_optim_get_lr(o) == lr;
+/* The optimizer's state: every slot of this rank's shard of every
+ * parameter, all `v` (set), or checked against `v` (returns 1 when all are). */
+static int state_is(dist_afno *m, dist_optim *o, int n, float v, int set) {
+  int same = 1;
+  for (int p = 0; p < n; p++) {
+    dist_afno_param_info info;
+    need("dist_afno_param_info_get", dist_afno_param_info_get(m, p, &info));
+    for (int k = 0; k < dist_optim_state_slots(o); k++) {
+      void *b = NULL;
+      need("dist_optim_state_buffer", dist_optim_state_buffer(o, p, k, &b));
+      float *f = b;
+      for (int64_t i = 0; i < info.local_numel; i++)
+        if (set) f[i] = v;
+        else same &= f[i] == v;
+    }
+  }
+  return same;
+}
+
+/* Every parameter's whole tensor and the optimizer's state, steps, lr and
+ * schedule equal the saved ones plus `plus` / `state` / `step` / `lr` / `count`. */
+static int model_is(dist_afno *m, dist_optim *o, float **saved, int n, float plus, float state, int64_t step, double lr,
+                    int64_t count) {
+  int64_t k = -1;
+  dist_optim_schedule_count(o, &k);
+  int same = dist_optim_get_lr(o) == lr && dist_optim_get_base_lr(o) == lr && k == count && state_is(m, o, n, state, 0);
   for (int p = 0; p < n; p++) {
     dist_afno_param_info info;
     need("dist_afno_param_info_get", dist_afno_param_info_get(m, p, &info));
@@ -79,7 +102,8 @@ int main(int argc, char **argv) {
     need("dist_optim_state_set_step", dist_optim_state_set_step(o, p, 5));
   }
   if (!saved) wrong("(could not allocate)");
-  need("dist_optim_set_lr", dist_optim_set_lr(o, 0.25));
+  state_is(m, o, n, 0.5f, 1);
+  need("dist_optim_restore_schedule", dist_optim_restore_schedule(o, 0.25, 0.25, 3));
   need("dist_afno_save", dist_afno_save(m, o, argv[1], NULL, 0));
   for (int p = 0; p < n; p++) { /* B: A + 1 */
     dist_afno_param_info info;
@@ -91,7 +115,8 @@ int main(int argc, char **argv) {
     need("dist_optim_state_set_step", dist_optim_state_set_step(o, p, 7));
     free(b);
   }
-  need("dist_optim_set_lr", dist_optim_set_lr(o, 0.5));
+  state_is(m, o, n, 0.25f, 1);
+  need("dist_optim_restore_schedule", dist_optim_restore_schedule(o, 0.5, 0.5, 9));
   long (*counted)(void) = (long (*)(void))dlsym(RTLD_DEFAULT, "failmalloc_counted");
   if (counted) printf("rank %d: sweep from allocation %ld\n", R, counted() + 1);
 
@@ -102,7 +127,7 @@ int main(int argc, char **argv) {
   dist_tensor t = dist_tensor_host(v, DIST_I32, 1, (int64_t[1]){2});
   need("dist_all_reduce", dist_all_reduce(NULL, &t, DIST_MAX));
   if (v[0] != -v[1]) wrong("dist_afno_load: some ranks failed, others did not");
-  if (!model_is(m, o, saved, n, s ? 1.0f : 0.0f, s ? 7 : 5, s ? 0.5 : 0.25))
+  if (!model_is(m, o, saved, n, s ? 1.0f : 0.0f, s ? 0.25f : 0.5f, s ? 7 : 5, s ? 0.5 : 0.25, s ? 9 : 3))
     wrong(s ? "dist_afno_load failed but changed the model" : "dist_afno_load succeeded but the model is not the file's");
   for (int p = 0; p < n; p++) free(saved[p]);
   free(saved);
