@@ -105,9 +105,11 @@ static void test_requests(void) {
   }
 }
 
+/* Another client sets key = value after 200 ms. */
 typedef struct setter {
   dist__store_server *s;
   dist__store_dialect d;
+  const char *key, *value;
 } setter;
 
 static void *set_later(void *arg) {
@@ -115,7 +117,7 @@ static void *set_later(void *arg) {
   dist__store_client *c = NULL;
   usleep(200000);
   if (dist__store_connect("127.0.0.1", dist__store_server_port(t->s), t->d, 5.0, &c) == DIST_SUCCESS) {
-    dist__store_set(c, "/late", "here", 4);
+    dist__store_set(c, t->key, t->value, strlen(t->value));
     dist__store_close(c);
   }
   return NULL;
@@ -130,7 +132,7 @@ static void test_wait(void) {
     dist__store_client *c = client(s, (dist__store_dialect)d);
     if (!s || !c) return;
     pthread_t t;
-    setter arg = {s, (dist__store_dialect)d};
+    setter arg = {s, (dist__store_dialect)d, "/late", "here"};
     pthread_create(&t, NULL, set_later, &arg);
     expect_value(c, "/late", "here");
     pthread_join(t, NULL);
@@ -147,17 +149,6 @@ static void test_wait(void) {
   }
 }
 
-static void *give_up_later(void *arg) {
-  setter *t = arg;
-  dist__store_client *c = NULL;
-  usleep(200000);
-  if (dist__store_connect("127.0.0.1", dist__store_server_port(t->s), t->d, 5.0, &c) == DIST_SUCCESS) {
-    dist__store_set(c, "/gave_up", "rank 1 of 2 gave up: boom", 25);
-    dist__store_close(c);
-  }
-  return NULL;
-}
-
 /* A watched key ends a wait (in every dialect) with its value as the
  * message, well before the wait's own limit; the client stays usable, and
  * a key no longer watched ends nothing. */
@@ -168,8 +159,8 @@ static void test_watch(void) {
     if (!s || !c) return;
     dist__store_watch(c, 1, "/gave_up");
     pthread_t t;
-    setter arg = {s, (dist__store_dialect)d};
-    pthread_create(&t, NULL, give_up_later, &arg);
+    setter arg = {s, (dist__store_dialect)d, "/gave_up", "rank 1 of 2 gave up: boom"};
+    pthread_create(&t, NULL, set_later, &arg);
     const char *keys[] = {"/never"};
     double t0 = dist__net_now();
     ASSERT_STATUS(dist__store_wait(c, keys, 1, 20.0), DIST_ERR_ABORTED);

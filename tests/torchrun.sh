@@ -167,45 +167,43 @@ WRAP
   else
     echo "skip shared memory across pid namespaces: unshare --pid --fork is not permitted here"
   fi
+  # gives_up_case LABEL N ARGS NAMED_RE WANT_NAMED [VAR=VALUE...]: N ranks of
+  # tests/faults/gives_up ARGS; passes within 10 s when every rank's call fails,
+  # WANT_NAMED lines match NAMED_RE, and after a failed subgroup ("group")
+  # the three later calls work on every rank.
+  gives_up_case() {
+    label=$1 n=$2 args=$3 named_re=$4 want_named=$5
+    shift 5
+    t0=$(date +%s)
+    out=$(BARE_ARGS=$args bare "$B/tests/faults/gives_up" "$n" DIST_TIMEOUT=30 "$@" 2>&1)
+    rc=$? dt=$(($(date +%s) - t0))
+    failed=$(printf '%s\n' "$out" | grep -c "gives_up: rank [0-9]*: dist_\(manager_initialize\|group_create_subgroup\) -> error")
+    named=$(printf '%s\n' "$out" | grep -c "$named_re")
+    after=$(printf '%s\n' "$out" | grep -c "gives_up: rank [0-9]*: \(dist_group_create_subgroup again\|dist_all_reduce on it\|dist_manager_finalize\) -> ok")
+    want_after=0
+    case $args in *group) want_after=$((3 * n)) ;; esac
+    if [ $rc -eq 0 ] && [ "$failed" -eq "$n" ] && [ "$named" -eq "$want_named" ] && [ "$after" -eq $want_after ] && [ $dt -lt 10 ]; then
+      echo "ok   $label ($dt s)"
+    else
+      echo "FAIL $label (exit $rc, $failed of $n failed, $named of $want_named named it, $after of $want_after later calls ok, $dt s)"
+      printf '%s\n' "$out" | tail -8 | sed 's/^/     /'
+      failures=$((failures + 1))
+    fi
+  }
   # A rank that fails (alive) says so on the store: the last rank fails in
   # start-up's third exchange, in the first built-in group's Gloo connect, or
   # in a subgroup's connect after start-up; the others stop at once (not at
   # DIST_TIMEOUT=30) naming it. After the failed subgroup the job goes on: a
   # second creation, an all-reduce on it and finalize work on every rank.
   for c in "rdzv_set 2 init" "gloo_connect 0 init" "gloo_connect 0 group"; do
-    t0=$(date +%s)
-    # shellcheck disable=SC2086 # c: the program's three arguments
-    out=$(BARE_ARGS=$c bare "$B/tests/faults/gives_up" 3 DIST_TIMEOUT=30 2>&1)
-    rc=$? dt=$(($(date +%s) - t0))
-    failed=$(printf '%s\n' "$out" | grep -c "gives_up: rank [0-2]: dist_\(manager_initialize\|group_create_subgroup\) -> error")
-    named=$(printf '%s\n' "$out" | grep -c "gives_up: rank [01]: .* -> error: .*\(rank 2 of 3 gave up: \|failed on rank 2\)")
-    after=$(printf '%s\n' "$out" | grep -c "gives_up: rank [0-2]: \(dist_group_create_subgroup again\|dist_all_reduce on it\|dist_manager_finalize\) -> ok")
-    want_after=0
-    case $c in *group) want_after=9 ;; esac
-    if [ $rc -eq 0 ] && [ "$failed" -eq 3 ] && [ "$named" -eq 2 ] && [ "$after" -eq $want_after ] && [ $dt -lt 10 ]; then
-      echo "ok   a rank fails at $c: the others stop at once naming it ($dt s)"
-    else
-      echo "FAIL a rank fails at $c (exit $rc, $failed of 3 failed, $named of 2 named it, $after of $want_after later calls ok, $dt s)"
-      printf '%s\n' "$out" | tail -8 | sed 's/^/     /'
-      failures=$((failures + 1))
-    fi
+    gives_up_case "a rank fails at $c: the others stop at once naming it" 3 "$c" \
+      "gives_up: rank [01]: .* -> error: .*\(rank 2 of 3 gave up: \|failed on rank 2\)" 2
   done
   # The same with two copies: 4 ranks, rank 1 fails in the connect of a
   # subgroup of 2. Its copy-mate stops at once, the other copy connects, the
   # creation fails on all four, and the job goes on.
-  t0=$(date +%s)
-  out=$(BARE_ARGS="gloo_connect 0 group" bare "$B/tests/faults/gives_up" 4 DIST_TIMEOUT=30 GIVES_UP_RANK=1 GIVES_UP_GROUP=2 2>&1)
-  rc=$? dt=$(($(date +%s) - t0))
-  failed=$(printf '%s\n' "$out" | grep -c "gives_up: rank [0-3]: dist_group_create_subgroup -> error")
-  named=$(printf '%s\n' "$out" | grep -c "gives_up: rank 0: .* -> error: .*rank 1 of 4 gave up: ")
-  after=$(printf '%s\n' "$out" | grep -c "gives_up: rank [0-3]: \(dist_group_create_subgroup again\|dist_all_reduce on it\|dist_manager_finalize\) -> ok")
-  if [ $rc -eq 0 ] && [ "$failed" -eq 4 ] && [ "$named" -eq 1 ] && [ "$after" -eq 12 ] && [ $dt -lt 10 ]; then
-    echo "ok   a rank fails in one copy's connect: its copy-mate stops at once, the job goes on ($dt s)"
-  else
-    echo "FAIL a rank fails in one copy's connect (exit $rc, $failed of 4 failed, $named of 1 named it, $after of 12 later calls ok, $dt s)"
-    printf '%s\n' "$out" | tail -8 | sed 's/^/     /'
-    failures=$((failures + 1))
-  fi
+  gives_up_case "a rank fails in one copy's connect: its copy-mate stops at once, the job goes on" 4 \
+    "gloo_connect 0 group" "gives_up: rank 0: .* -> error: .*rank 1 of 4 gave up: " 1 GIVES_UP_RANK=1 GIVES_UP_GROUP=2
   # The manager on Gloo: the last rank dies after initialize; the others'
   # next collective fails, each with a message, within DIST_TIMEOUT.
   quit_case "a rank dies after initialize: the 3 others fail in their next collective" 20 \

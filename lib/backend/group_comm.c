@@ -94,14 +94,10 @@ dist_status dist__group_keep(const char *name, int parent, dist__layout *layout,
  * copy. A member that fails in it, or will not make it, says so on the
  * copy's gave-up key, which the others watch meanwhile: they stop waiting for
  * it at once, and copies without it go on. */
-static void copy_key(unsigned long connect, int color, char *out, size_t n) {
-  snprintf(out, n, "%sgroup/%lu/%d/gave_up", dist__rdzv_prefix(dist__engine.rdzv), connect, color);
-}
-
-static dist_status gloo_connect(const dist__layout *l, unsigned long connect, dist__gloo **ctx) {
+static dist_status gloo_connect(const dist__layout *l, int color, const char *prefix, const char *gave_up,
+                                dist__gloo **ctx) {
   *ctx = NULL;
-  int me = dist__groups.rank, color = l->color ? l->color[me] : -1;
-  dist__rdzv *rdzv = dist__engine.rdzv;
+  int me = dist__groups.rank;
   if (color < 0) return DIST_SUCCESS;
   /* room for the world: copies may differ in size (l->size is then -1);
    * from the reserve: the copy's others are on their way to the connect */
@@ -111,10 +107,7 @@ static dist_status gloo_connect(const dist__layout *l, unsigned long connect, di
   for (int i = 0; i < n; i++)
     if (members[i] == me) rank = i;
   dist__reserve_free(members);
-  char prefix[256], gave_up[256];
-  snprintf(prefix, sizeof prefix, "%sgroup/%lu/%d/", dist__rdzv_prefix(rdzv), connect, color);
-  copy_key(connect, color, gave_up, sizeof gave_up);
-  dist__store_client *c = dist__rdzv_client(rdzv);
+  dist__store_client *c = dist__rdzv_client(dist__engine.rdzv);
   dist__store_watch(c, 1, gave_up);
   dist_status s = dist__gloo_connect(c, prefix, rank, n, dist__engine.gloo_timeout, ctx);
   dist__store_watch(c, 1, NULL);
@@ -126,14 +119,15 @@ dist_status dist__group_keep_gloo(const char *name, int parent, dist__layout *la
   /* Not after a failure here, nor after a rank failed to arrive: said on my
    * copy's key instead (gloo_connect). */
   dist_status s = local ? local : dist__rdzv_still_there(dist__engine.rdzv, "connecting a group's Gloo context");
-  unsigned long connect = dist__engine.gloo_connects++;
+  int color = layout->color ? layout->color[dist__groups.rank] : -1;
+  char prefix[256], gave_up[300];
+  snprintf(prefix, sizeof prefix, "%sgroup/%lu/%d/", dist__rdzv_prefix(dist__engine.rdzv), dist__engine.gloo_connects++,
+           color);
+  snprintf(gave_up, sizeof gave_up, "%sgave_up", prefix);
   if (!s && dist__fault("gloo_connect")) s = dist__error(DIST_ERR_NO_MEMORY, "injected fault (gloo_connect)"); /* tests */
-  if (!s) s = gloo_connect(layout, connect, &ctx);
+  if (!s) s = gloo_connect(layout, color, prefix, gave_up, &ctx);
   if (s) {
-    int color = layout->color ? layout->color[dist__groups.rank] : -1;
-    char key[256];
-    copy_key(connect, color, key, sizeof key);
-    if (color >= 0) dist__rdzv_give_up_on(dist__engine.rdzv, key, dist_last_error()); /* the first message is kept */
+    if (color >= 0) dist__rdzv_give_up_on(dist__engine.rdzv, gave_up, dist_last_error()); /* the first message is kept */
     return s;
   }
   dist__group g, *kept;

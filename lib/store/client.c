@@ -283,10 +283,8 @@ dist_status dist__store_wait(dist__store_client *c, const char *const *keys, siz
     /* Watching: in slices (50 ms, doubling to 1 s), looking for the key between them. */
     double until = watching(c) && dist__net_now() + slice < deadline ? dist__net_now() + slice : deadline;
     dist_status s = wait_until(c, keys, n, until, deadline);
-    if (s != DIST_ERR_TIMEOUT || until >= deadline) {
-      if (s != DIST_ERR_TIMEOUT) return s;
-      break;
-    }
+    if (s != DIST_ERR_TIMEOUT) return s;
+    if (until >= deadline) break;
     DIST_CHECK(watched(c));
     dist__error_restore(before);
     slice = slice < 0.5 ? 2 * slice : 1.0;
