@@ -380,7 +380,9 @@ static void bench_ddp(int dev) {
   for (int i = 0; i < NPARAM; i++) x.total += (size_t)sizes[i];
   x.flat = dev_alloc(x.total * 4);
   fill_random(x.flat, x.total, 5);
-  printf("\n%-26s %12s %12s %8s\n", "ddp (25.6M f32 params)", "distmgr ms", "NCCL ms", "ratio");
+  char head[40];
+  snprintf(head, sizeof head, "ddp (%.1fM f32 params)", (double)total / 1e6);
+  printf("\n%-26s %12s %12s %8s\n", head, "distmgr ms", "NCCL ms", "ratio");
   double worst = 0;
   for (int view = 0; view < 2; view++) {
     float *data = dev_alloc(x.total * 4), *grad = dev_alloc(x.total * 4);
@@ -430,7 +432,9 @@ static void bench_optim(int dev) {
   float *data = dev_alloc((size_t)n * 4), *grad = dev_alloc((size_t)n * 4);
   fill_random(data, (size_t)n, 7);
   fill_random(grad, (size_t)n, 8);
-  printf("\n%-22s %10s %12s %10s %9s\n", "optimizer (64M f32)", "ms", "bytes/elem", "GB/s", "of HBM");
+  char head[40];
+  snprintf(head, sizeof head, "optimizer (%lldM f32)", (long long)(n >> 20));
+  printf("\n%-22s %10s %12s %10s %9s\n", head, "ms", "bytes/elem", "GB/s", "of HBM");
   double worst = 1e9;
   for (int k = 0; k < 3; k++) {
     dist_params *p;

@@ -72,11 +72,11 @@ case $mode in
     # torchrun (tests/torchrun-launch.sh, --standalone) with the Python that
     # holds this machine's torch; DIST_HOST_ENGINE=gloo there.
     export LAUNCHER="sh tests/torchrun-launch.sh" TORCHRUN_PYTHON=${TORCHRUN_PYTHON:-$(command -v python3)}
-    check_tests "${1:-(cuda|staged|ddp|dpo|daso|afno).*[.]mpi$}"
+    check_tests "${1:-(cuda|staged|nccl|ddp|dpo|daso|afno).*[.]mpi$}"
     ;;
   sanitize)
     for tool in "$@"; do
-      for t in ${SAN_TESTS:-test_coll_cuda test_fft_cuda test_staged test_ddp test_dpo test_daso}; do
+      for t in ${SAN_TESTS:-test_coll_cuda test_fft_cuda test_staged test_nccl_id test_ddp test_dpo test_daso}; do
         for np in ${SAN_NP:-1 2}; do
           log=$out/san-$tool-$t-np$np.log
           timeout 600 mpirun --oversubscribe -n "$np" compute-sanitizer --tool "$tool" --error-exitcode 99 \
