@@ -947,6 +947,7 @@ static CU_TestInfo log_tests[] = {
 /* ---- sizes that overflow (issue 18) ---------------------------------------- */
 
 #include "mem/split.h" /* dist__split_init, dist__tensor_span, dist__mem_* */
+#include "bf16_ref.h"  /* to_bf16, from_bf16: the test's own */
 
 static const int64_t T40 = (int64_t)1 << 40;
 
@@ -1039,10 +1040,101 @@ static void test_memops_overflow(void) {
   ASSERT_OK(dist__mem_index_select(DIST_MEM_HOST, a, b, 4, 1, 2, 1, idx, 2));
 }
 
+/* ---- batched copies (dist__mem_copy_pieces) ---------------------------------- */
+
+/* 70 pieces (two launches on a GPU) of sizes 0..9 elements and three big
+ * ones (1, 1000, 70001), from src into dst in memory `mem`, of dtype t
+ * (esize bytes), divided by d. With `shift`, both buffers start min(esize,
+ * 8) bytes past an allocation (a c128 at an 8-byte boundary), so that the
+ * device copy must use narrower words. The result must equal the test's own
+ * arithmetic on every element and leave every byte outside the pieces
+ * alone. Returns 0 when `mem` cannot be had. */
+#define NPIECES 73
+static int pieces_case(dist_memory mem, dist_dtype t, int64_t d, int shift) {
+  size_t es = dist_dtype_size(t), n[NPIECES], off[NPIECES], total = 1; /* element 0 stays untouched */
+  for (int k = 0; k < NPIECES; k++) {
+    n[k] = k < 70 ? (size_t)(k % 10) : k == 70 ? 1 : k == 71 ? 1000 : 70001;
+    off[k] = total;
+    total += n[k] + 1; /* a gap after each */
+  }
+  unsigned char *hs = malloc(total * es), *hd = malloc(total * es), *want = malloc(total * es);
+  for (size_t i = 0; i < total * es; i++) hs[i] = (unsigned char)(i * 131 + 7);
+  for (size_t i = 0; t == DIST_F32 && i < total; i++) /* floats in [1, 2) */
+    ((uint32_t *)hs)[i] = 0x3f800000u + (uint32_t)(i * 2654435761u % 8388608u);
+  for (size_t i = 0; t == DIST_BF16 && i < total; i++) ((uint16_t *)hs)[i] = (uint16_t)(0x3f80u + i % 128);
+  for (size_t i = 0; t == DIST_C128 && i < 2 * total; i++) ((double *)hs)[i] = 1 + (double)(i % 4099) / 1024;
+  memset(hd, 0x5a, total * es);
+  memcpy(want, hd, total * es);
+  for (int k = 0; k < NPIECES; k++)
+    for (size_t i = off[k]; i < off[k] + n[k]; i++) {
+      if (d == 1) memcpy(want + i * es, hs + i * es, es);
+      else if (t == DIST_F32) ((float *)want)[i] = ((const float *)hs)[i] / (float)d;
+      else if (t == DIST_C128)
+        for (int c = 0; c < 2; c++) ((double *)want)[2 * i + c] = ((const double *)hs)[2 * i + c] / (double)d;
+      else ((uint16_t *)want)[i] = to_bf16(from_bf16(((const uint16_t *)hs)[i]) / (float)d);
+    }
+  size_t at = shift ? (es < 8 ? es : 8) : 0;
+  void *s = mem == DIST_MEM_HOST ? hs : NULL, *dd = mem == DIST_MEM_HOST ? hd : NULL;
+  int ok = mem == DIST_MEM_HOST || (dist__mem_alloc(mem, total * es + at, &s) == DIST_SUCCESS &&
+                                    dist__mem_alloc(mem, total * es + at, &dd) == DIST_SUCCESS &&
+                                    dist__mem_upload(mem, (char *)s + at, hs, total * es) == DIST_SUCCESS &&
+                                    dist__mem_upload(mem, (char *)dd + at, hd, total * es) == DIST_SUCCESS);
+  if (ok) {
+    char *sa = mem == DIST_MEM_HOST ? (char *)s : (char *)s + at, *da = mem == DIST_MEM_HOST ? (char *)dd : (char *)dd + at;
+    dist__piece p[NPIECES];
+    for (int k = 0; k < NPIECES; k++) p[k] = (dist__piece){da + off[k] * es, sa + off[k] * es, n[k]};
+    ASSERT_OK(dist__mem_copy_pieces(mem, p, NPIECES, t, d));
+    if (mem != DIST_MEM_HOST) {
+      ASSERT_OK(dist__mem_download(mem, hd, da, total * es));
+      ASSERT_OK(dist__mem_sync(mem));
+    }
+    size_t bad = 0;
+    for (size_t i = 0; i < total * es; i++) bad += hd[i] != want[i];
+    if (bad) fprintf(stderr, "copy_pieces %s %s / %lld: %zu of %zu bytes differ\n", mem == DIST_MEM_HOST ? "host" : "device",
+                     dist_dtype_name(t), (long long)d, bad, total * es);
+    CU_ASSERT_EQUAL(bad, 0);
+  }
+  if (mem != DIST_MEM_HOST) dist__mem_free(mem, s), dist__mem_free(mem, dd);
+  free(hs), free(hd), free(want);
+  return ok;
+}
+
+static void test_copy_pieces(void) {
+  for (int m = 0; m < 2; m++) {
+    dist_memory mem = m ? DIST_MEM_CUDA : DIST_MEM_HOST;
+    if (!pieces_case(mem, DIST_F32, 1, 0)) {
+      printf("(device memory: none here) ");
+      break;
+    }
+    for (int shift = 0; shift < 2; shift++) {
+      pieces_case(mem, DIST_F32, 1, shift);
+      pieces_case(mem, DIST_F32, 3, shift);
+      pieces_case(mem, DIST_BF16, 3, shift);
+      pieces_case(mem, DIST_BF16, 1, shift);
+      pieces_case(mem, DIST_C128, 1, shift);
+      pieces_case(mem, DIST_C128, 3, shift);
+      pieces_case(mem, DIST_U8, 1, shift);
+    }
+  }
+  static char a[16], b[16];
+  dist__piece p = {a, b, 4};
+  ASSERT_STATUS(dist__mem_copy_pieces(DIST_MEM_HOST, &p, 1, DIST_F32, 0), DIST_ERR_INVALID_ARGUMENT);
+  ASSERT_MSG_HAS("divisor 0");
+  ASSERT_STATUS(dist__mem_copy_pieces(DIST_MEM_HOST, &p, 1, DIST_I32, 2), DIST_ERR_INVALID_ARGUMENT);
+  ASSERT_MSG_HAS("not a floating type");
+  ASSERT_STATUS(dist__mem_copy_pieces(DIST_MEM_HOST, NULL, 2, DIST_F32, 1), DIST_ERR_INVALID_ARGUMENT);
+  ASSERT_MSG_HAS("NULL");
+  p.n = SIZE_MAX / 2;
+  ASSERT_STATUS(dist__mem_copy_pieces(DIST_MEM_HOST, &p, 1, DIST_F32, 1), DIST_ERR_INVALID_ARGUMENT);
+  ASSERT_MSG_HAS("overflows");
+  ASSERT_OK(dist__mem_copy_pieces(DIST_MEM_HOST, NULL, 0, DIST_F32, 1));
+}
+
 static CU_TestInfo overflow_tests[] = {
     {"tensor numel and nbytes", test_numel_overflow},
     {"split helper", test_split_overflow},
     {"memory operations", test_memops_overflow},
+    {"batched copies, host and (with a GPU) device memory", test_copy_pieces},
     CU_TEST_INFO_NULL,
 };
 

@@ -30,6 +30,7 @@
 
 #include "cuda_cases.h" /* memory kinds, device copies; cunit_mpi.h */
 #include "core/fault.h"      /* dist__fault_site: fail one copy on purpose */
+#include "bf16_ref.h"        /* to_bf16, from_bf16: the test's own */
 
 static int W, R; /* world size and rank */
 
@@ -245,18 +246,6 @@ static const rig NO_RIG; /* what rig_close accepts when rig_open never ran */
 static int plain(const rig *r) { return r->b.mem == DIST_MEM_HOST && r->b.dt == DIST_F32; }
 static size_t elem_size(dist_dtype dt) { return dt == DIST_F32 ? sizeof(float) : sizeof(uint16_t); }
 
-/* bf16 <-> f32, rounding to nearest even: the test's own, not distmgr's. */
-static uint16_t to_bf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-static float from_bf16(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
 /* An f32 value as dtype dt holds it. */
 static double rounded(dist_dtype dt, float f) { return dt == DIST_BF16 ? from_bf16(to_bf16(f)) : f; }
 
@@ -952,39 +941,64 @@ static void test_no_sync(void) {
   trace_free(t, 2);
 }
 
-/* unused = ZERO: an unmarked parameter counts as a zero local gradient. */
+/* unused = ZERO in memory b: an unmarked parameter counts as a zero local
+ * gradient (on device memory the marked ones reach their buckets in one
+ * batched copy, which must leave the unmarked one's zeros alone). */
+static int iterate_skipping(rig *r, uint64_t seed, int skip) {
+  float *g[NP];
+  grads_of(r, g);
+  rig_zero(r);
+  marker mk = {r, NULL, skip};
+  mlp_backward(r->m.w, g, seed, (int64_t)R * ROWS, ROWS, 1.0, &mk);
+  if (skip >= 0) publish(r, skip); /* its gradient is there, unmarked: it must not count */
+  return CALL_OK(dist_ddp_finalize(r->d), "dist_ddp_finalize");
+}
+
+static void unused_zero_in(rig *r) {
+  float *got[NP];
+  grads_new(got);
+  /* every rank skips fc1.bias */
+  iterate_skipping(r, 600, B1);
+  mlp ref = reference(600);
+  rig_grads(r, got);
+  for (int64_t k = 0; k < NUMEL[B1]; k++) ref.g[B1][k] = 0;
+  EXPECT_GRADS(got, ref.g, "unused = ZERO, fc1.bias skipped everywhere");
+  mlp_free(&ref);
+  /* only the last rank skips fc1.weight: the others' sum over W */
+  iterate_skipping(r, 601, R == W - 1 ? W1 : -1);
+  ref = reference(601);
+  rig_grads(r, got);
+  float *want = calloc((size_t)NUMEL[W1], sizeof(float));
+  double *acc = calloc((size_t)NUMEL[W1], sizeof(double));
+  for (int q = 0; q < W - 1; q++) {
+    mlp loc = mlp_new(INIT_SEED);
+    mlp_backward(loc.w, loc.g, 601, (int64_t)q * ROWS, ROWS, 1.0, NULL);
+    for (int64_t k = 0; k < NUMEL[W1]; k++) acc[k] += loc.g[W1][k];
+    mlp_free(&loc);
+  }
+  for (int64_t k = 0; k < NUMEL[W1]; k++) want[k] = (float)(acc[k] / W);
+  memcpy(ref.g[W1], want, sizeof(float) * (size_t)NUMEL[W1]);
+  if (W == 1) CU_ASSERT(max_abs(got[W1], NUMEL[W1]) == 0);
+  EXPECT_GRADS(got, ref.g, "unused = ZERO, fc1.weight skipped on the last rank");
+  free(want), free(acc);
+  mlp_free(&ref);
+  grads_free(got);
+}
+
 static void test_unused_zero(void) {
   dist_ddp_options o = small_caps();
   o.unused = DIST_DDP_UNUSED_ZERO;
   rig r;
+  for (int m = 1; m < memory_kinds(); m++) { /* device memory; the host run is below */
+    if (rig_open_as(&r, &o, (buffers){MEMORY[m], DIST_F32})) unused_zero_in(&r);
+    rig_close(&r);
+  }
   if (rig_open(&r, &o)) {
-    /* every rank skips fc1.bias */
-    marker mk = {&r, NULL, B1};
-    iterate(&r, 600, &mk);
-    mlp ref = reference(600);
+    unused_zero_in(&r);
     float *g[NP];
     grads_of(&r, g);
-    for (int64_t k = 0; k < NUMEL[B1]; k++) ref.g[B1][k] = 0;
-    EXPECT_GRADS(g, ref.g, "unused = ZERO, fc1.bias skipped everywhere");
-    mlp_free(&ref);
-    /* only the last rank skips fc1.weight: the others' sum over W */
     marker last = {&r, NULL, R == W - 1 ? W1 : -1};
-    iterate(&r, 601, &last);
-    ref = reference(601);
-    float *want = calloc((size_t)NUMEL[W1], sizeof(float));
-    double *acc = calloc((size_t)NUMEL[W1], sizeof(double));
-    for (int q = 0; q < W - 1; q++) {
-      mlp loc = mlp_new(INIT_SEED);
-      mlp_backward(loc.w, loc.g, 601, (int64_t)q * ROWS, ROWS, 1.0, NULL);
-      for (int64_t k = 0; k < NUMEL[W1]; k++) acc[k] += loc.g[W1][k];
-      mlp_free(&loc);
-    }
-    for (int64_t k = 0; k < NUMEL[W1]; k++) want[k] = (float)(acc[k] / W);
-    memcpy(ref.g[W1], want, sizeof(float) * (size_t)NUMEL[W1]);
-    if (W == 1) CU_ASSERT(max_abs(g[W1], NUMEL[W1]) == 0);
-    EXPECT_GRADS(g, ref.g, "unused = ZERO, fc1.weight skipped on the last rank");
-    free(want), free(acc);
-    mlp_free(&ref);
+    mlp ref;
     /* Zeroing the skipped gradient fails on the last rank (injected; a
      * device memset in practice): its bucket still launches, so no rank
      * hangs, and with DIST_VERIFY=1 finalize fails everywhere. */

@@ -5,6 +5,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <string.h>
 
 // dtype codes as in dist_dtype (include/distmgr/tensor.h)
 enum { F32 = 0, F64, BF16, F16, C64, C128, I32, I64, U8 };
@@ -99,6 +100,80 @@ extern "C" int dist__cuda_divide(void *b, int dtype, size_t n, int64_t d, cudaSt
     case I32: divide<<<blocks_for(n), 256, 0, s>>>((int32_t *)b, n, d); break;
     case I64: divide<<<blocks_for(n), 256, 0, s>>>((int64_t *)b, n, d); break;
     case U8: divide<<<blocks_for(n), 256, 0, s>>>((uint8_t *)b, n, d); break;
+    default: return 1;
+  }
+  return launched();
+}
+
+// A batch of copies in one launch: blockIdx.y picks the piece (as
+// dist__piece in memops.h), blockIdx.x strides over its elements.
+#define PIECES 64 // DIST__PIECES_PER_LAUNCH
+struct piece {
+  void *dst;
+  const void *src;
+  size_t n;
+};
+struct pieces {
+  piece p[PIECES]; // by value: a kernel parameter, no device table to keep
+};
+
+template <typename U> __global__ void copy_pieces(pieces a) {
+  const piece &q = a.p[blockIdx.y];
+  GRID_LOOP(i, q.n) ((U *)q.dst)[i] = ((const U *)q.src)[i];
+}
+
+template <typename T> __global__ void divide_pieces(pieces a, int64_t d) {
+  const piece &q = a.p[blockIdx.y];
+  GRID_LOOP(i, q.n) ((T *)q.dst)[i] = (T)(((const T *)q.src)[i] / d);
+}
+
+// 16-bit: in f32, as widen, divide and narrow in turn would round.
+__global__ void divide_pieces_bf16(pieces a, int64_t d) {
+  const piece &q = a.p[blockIdx.y];
+  GRID_LOOP(i, q.n)
+  ((__nv_bfloat16 *)q.dst)[i] = __float2bfloat16_rn(__bfloat162float(((const __nv_bfloat16 *)q.src)[i]) / d);
+}
+__global__ void divide_pieces_f16(pieces a, int64_t d) {
+  const piece &q = a.p[blockIdx.y];
+  GRID_LOOP(i, q.n) ((__half *)q.dst)[i] = __float2half_rn(__half2float(((const __half *)q.src)[i]) / d);
+}
+
+// n <= PIECES pieces of elements of esize bytes, each dst = src / d (d 1: a copy).
+extern "C" int dist__cuda_copy_pieces(const void *p, int n, int dtype, size_t esize, int64_t d, cudaStream_t s) {
+  if (n <= 0) return 0;
+  if (n > PIECES) return 1;
+  pieces a;
+  memcpy(a.p, p, sizeof(piece) * (size_t)n);
+  // Copies move the widest words (16 bytes, then 8, ...) that every piece's
+  // addresses and length allow, down to what any element's alignment gives
+  // (its size, at most 8: a c128 may sit at an 8-byte boundary).
+  size_t least = esize < 8 ? esize : 8, unit = 16, most = 0;
+  for (int k = 0; d == 1 && k < n; k++)
+    while (unit > least && ((uintptr_t)a.p[k].dst % unit || (uintptr_t)a.p[k].src % unit || a.p[k].n * esize % unit))
+      unit /= 2;
+  for (int k = 0; k < n; k++) {
+    a.p[k].n = d == 1 ? a.p[k].n * esize / unit : a.p[k].n * (dtype == C64 || dtype == C128 ? 2 : 1);
+    most = a.p[k].n > most ? a.p[k].n : most;
+  }
+  // Enough blocks per piece to fill the GPU for a large one; small ones end at once.
+  unsigned bx = blocks_for(most);
+  dim3 grid(bx < 1024 ? bx : 1024, (unsigned)n);
+  if (d == 1) {
+    switch (unit) {
+      case 16: copy_pieces<uint4><<<grid, 256, 0, s>>>(a); break;
+      case 8: copy_pieces<uint64_t><<<grid, 256, 0, s>>>(a); break;
+      case 4: copy_pieces<uint32_t><<<grid, 256, 0, s>>>(a); break;
+      case 2: copy_pieces<uint16_t><<<grid, 256, 0, s>>>(a); break;
+      case 1: copy_pieces<uint8_t><<<grid, 256, 0, s>>>(a); break;
+      default: return 1;
+    }
+    return launched();
+  }
+  switch (dtype) {
+    case F32: case C64: divide_pieces<float><<<grid, 256, 0, s>>>(a, d); break;
+    case F64: case C128: divide_pieces<double><<<grid, 256, 0, s>>>(a, d); break;
+    case BF16: divide_pieces_bf16<<<grid, 256, 0, s>>>(a, d); break;
+    case F16: divide_pieces_f16<<<grid, 256, 0, s>>>(a, d); break;
     default: return 1;
   }
   return launched();

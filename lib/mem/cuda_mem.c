@@ -77,6 +77,19 @@ static dist_status divide(void *buf, dist_dtype t, size_t n, int64_t d) {
   KERNEL(dist__cuda_divide(buf, (int)t, n, d, stream));
 }
 
+static dist_status copy_pieces(const dist__piece *p, int n, dist_dtype t, int64_t d) {
+  for (int k = 0; k < n; k += DIST__PIECES_PER_LAUNCH) {
+    int m = n - k < DIST__PIECES_PER_LAUNCH ? n - k : DIST__PIECES_PER_LAUNCH;
+    (void)cudaGetLastError();
+    if (dist__cuda_copy_pieces(p + k, m, (int)t, dist_dtype_size(t), d, stream)) {
+      cudaError_t e = cudaGetLastError();
+      if (e == cudaSuccess) return dist__error(DIST_ERR_INTERNAL, "batched copy of %s: unsupported dtype", dist_dtype_name(t));
+      return dist__cuda_error(e, "dist__cuda_copy_pieces");
+    }
+  }
+  return DIST_SUCCESS;
+}
+
 static dist_status index_add(void *dst, const void *src, dist_dtype t, int64_t outer, int64_t rows, int64_t inner,
                              const int64_t *idx, int64_t nidx) {
   KERNEL(dist__cuda_index_add(dst, src, (int)t, outer, rows, inner, idx, nidx, stream));
@@ -160,6 +173,7 @@ const dist__mem_ops dist__mem_cuda = {
     .widen = widen,
     .narrow = narrow,
     .divide = divide,
+    .copy_pieces = copy_pieces,
     .index_add = index_add,
     .index_select = index_select,
     .upload = upload,
@@ -188,6 +202,7 @@ static dist_status zero(void *p, size_t b) { return no_cuda(); }
 static dist_status copy2d(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h) { return no_cuda(); }
 static dist_status convert(const void *s, dist_dtype t, void *d, size_t n) { return no_cuda(); }
 static dist_status divide(void *b, dist_dtype t, size_t n, int64_t d) { return no_cuda(); }
+static dist_status copy_pieces(const dist__piece *p, int n, dist_dtype t, int64_t d) { return no_cuda(); }
 static dist_status index_add(void *d, const void *s, dist_dtype t, int64_t o, int64_t r, int64_t in, const int64_t *i,
                              int64_t n) {
   return no_cuda();
@@ -215,6 +230,7 @@ const dist__mem_ops dist__mem_cuda = {
     .widen = convert,
     .narrow = convert,
     .divide = divide,
+    .copy_pieces = copy_pieces,
     .index_add = index_add,
     .index_select = index_select,
     .upload = copy,

@@ -54,6 +54,26 @@ static dist_status divide(void *buf, dist_dtype t, size_t n, int64_t d) {
   return DIST_SUCCESS;
 }
 
+static dist_status copy_pieces(const dist__piece *p, int n, dist_dtype t, int64_t d) {
+  size_t esize = dist_dtype_size(t);
+  for (int k = 0; k < n; k++) {
+    if (d == 1 || !dist__dtype_is16(t)) {
+      memcpy(p[k].dst, p[k].src, p[k].n * esize);
+      dist_status e = d > 1 ? divide(p[k].dst, t, p[k].n, d) : DIST_SUCCESS;
+      if (e) return e;
+      continue;
+    }
+    float f[256]; /* 16-bit: widen, divide and narrow a block at a time */
+    for (size_t i = 0; i < p[k].n; i += 256) {
+      size_t m = p[k].n - i < 256 ? p[k].n - i : 256;
+      dist__host_widen((const char *)p[k].src + i * 2, t, f, m);
+      for (size_t j = 0; j < m; j++) f[j] = f[j] / d;
+      dist__host_narrow(f, t, (char *)p[k].dst + i * 2, m);
+    }
+  }
+  return DIST_SUCCESS;
+}
+
 #define INDEX_ADD(T, w)                                   \
   do {                                                    \
     T *d_ = dst;                                          \
@@ -111,6 +131,7 @@ const dist__mem_ops dist__mem_host = {
     .widen = widen,
     .narrow = narrow,
     .divide = divide,
+    .copy_pieces = copy_pieces,
     .index_add = index_add,
     .index_select = index_select,
     .upload = copy,

@@ -12,7 +12,9 @@ dist_status dist__mem_alloc(dist_memory mem, size_t bytes, void **p) {
     *p = NULL;
     return dist__error(DIST_ERR_NO_MEMORY, "injected fault (mem_alloc): %zu bytes", bytes);
   }
-  return ops(mem)->alloc(bytes ? bytes : 1, p);
+  dist_status s = ops(mem)->alloc(bytes ? bytes : 1, p);
+  if (s) *p = NULL; /* so that a caller's cleanup frees nothing */
+  return s;
 }
 
 void dist__mem_free(dist_memory mem, void *p) {
@@ -46,6 +48,25 @@ dist_status dist__mem_narrow(dist_memory mem, const void *src, dist_dtype t, voi
 
 dist_status dist__mem_divide(dist_memory mem, void *buf, dist_dtype t, size_t n, int64_t d) {
   return ops(mem)->divide(buf, t, n, d);
+}
+
+static int floating(dist_dtype t) {
+  return t == DIST_F32 || t == DIST_F64 || t == DIST_BF16 || t == DIST_F16 || t == DIST_C64 || t == DIST_C128;
+}
+
+dist_status dist__mem_copy_pieces(dist_memory mem, const dist__piece *p, int n, dist_dtype t, int64_t divisor) {
+  if (n < 0 || (n && !p) || divisor < 1)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "batched copy of %d pieces (%s) with divisor %lld", n,
+                       p ? "given" : "NULL", (long long)divisor);
+  if (divisor > 1 && !floating(t))
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "batched copy divided by %lld: %s is not a floating type",
+                       (long long)divisor, dist_dtype_name(t));
+  size_t esize = dist_dtype_size(t), bytes;
+  for (int i = 0; i < n; i++)
+    if (__builtin_mul_overflow(p[i].n, esize, &bytes))
+      return dist__error(DIST_ERR_INVALID_ARGUMENT, "batched copy: piece %d of %zu elements of %s overflows size_t", i,
+                         p[i].n, dist_dtype_name(t));
+  return n ? ops(mem)->copy_pieces(p, n, t, divisor) : DIST_SUCCESS;
 }
 
 /* [outer, rows, inner] blocks of esize bytes with rows = max(rows, nidx): an

@@ -23,6 +23,19 @@ dist_status dist__mem_widen(dist_memory mem, const void *src, dist_dtype t, void
 dist_status dist__mem_narrow(dist_memory mem, const void *src, dist_dtype t, void *dst, size_t n);
 /* buf[i] /= divisor for n elements of t (not 16-bit); integers truncate. */
 dist_status dist__mem_divide(dist_memory mem, void *buf, dist_dtype t, size_t n, int64_t divisor);
+/* One piece of a batched copy: n elements from src to dst. */
+typedef struct dist__piece {
+  void *dst;
+  const void *src;
+  size_t n;
+} dist__piece;
+/* dst = src / divisor for each of the n pieces, elements of t. divisor 1 is
+ * a plain copy (any t); otherwise t is floating, the 16-bit ones computed in
+ * f32 as widen, dist__mem_divide and narrow would. Pieces must not overlap.
+ * CUDA memory: one kernel per DIST__PIECES_PER_LAUNCH pieces, where one copy
+ * each would be bound by the launches (DDP's buckets of small tensors). */
+dist_status dist__mem_copy_pieces(dist_memory mem, const dist__piece *p, int n, dist_dtype t, int64_t divisor);
+#define DIST__PIECES_PER_LAUNCH 64
 /* For a tensor viewed as [outer, rows, inner] (t not 16-bit):
  * dst[o, idx[k], :] += src[o, k, :] for k < nidx, where src is [outer, nidx, inner]. */
 dist_status dist__mem_index_add(dist_memory mem, void *dst, const void *src, dist_dtype t, int64_t outer, int64_t rows,
@@ -53,6 +66,7 @@ typedef struct dist__mem_ops {
   dist_status (*widen)(const void *src, dist_dtype t, void *dst, size_t n);
   dist_status (*narrow)(const void *src, dist_dtype t, void *dst, size_t n);
   dist_status (*divide)(void *buf, dist_dtype t, size_t n, int64_t divisor);
+  dist_status (*copy_pieces)(const dist__piece *p, int n, dist_dtype t, int64_t divisor);
   dist_status (*index_add)(void *dst, const void *src, dist_dtype t, int64_t outer, int64_t rows, int64_t inner,
                            const int64_t *idx, int64_t nidx);
   dist_status (*index_select)(void *dst, const void *src, size_t esize, int64_t outer, int64_t rows, int64_t inner,
@@ -77,6 +91,7 @@ cudaStream_t dist__cuda_stream(void);
 int dist__cuda_widen(const void *src, int dtype, void *dst, size_t n, cudaStream_t s);
 int dist__cuda_narrow(const void *src, int dtype, void *dst, size_t n, cudaStream_t s);
 int dist__cuda_divide(void *buf, int dtype, size_t n, int64_t divisor, cudaStream_t s);
+int dist__cuda_copy_pieces(const dist__piece *p, int n, int dtype, size_t esize, int64_t divisor, cudaStream_t s);
 int dist__cuda_index_add(void *dst, const void *src, int dtype, int64_t outer, int64_t rows, int64_t inner,
                          const int64_t *idx, int64_t nidx, cudaStream_t s);
 int dist__cuda_index_select(void *dst, const void *src, size_t esize, int64_t outer, int64_t rows, int64_t inner,

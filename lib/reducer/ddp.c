@@ -46,6 +46,7 @@ static void free_ddp(dist_ddp *d) {
   free(d->order);
   free(d->orig_grad);
   free(d->scratch);
+  free(d->pieces);
   free(d);
 }
 
@@ -85,7 +86,8 @@ dist_status dist_ddp_create(dist_params *p, const dist_ddp_options *o, dist_ddp 
     d->orig_grad = calloc((size_t)p->n + 1, sizeof *d->orig_grad);
     d->marked = calloc((size_t)p->n + 1, 1);
     d->order = malloc(sizeof(int) * ((size_t)p->n + 1));
-    if (!d->orig_grad || !d->marked || !d->order) s = dist__error(DIST_ERR_NO_MEMORY, "%s", what);
+    d->pieces = malloc(sizeof *d->pieces * ((size_t)p->n + 1));
+    if (!d->orig_grad || !d->marked || !d->order || !d->pieces) s = dist__error(DIST_ERR_NO_MEMORY, "%s", what);
   }
   if (!s) {
     for (int o = 0; o < p->n; o++) d->order[o] = p->n - 1 - o; /* reverse registration */

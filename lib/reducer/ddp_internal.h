@@ -7,6 +7,7 @@
 
 #include "backend/backend.h"
 #include "backend/progress.h"
+#include "mem/memops.h"
 #include "optim/params_internal.h"
 
 typedef struct dist__bucket {
@@ -51,6 +52,7 @@ struct dist_ddp {
   dist_status sticky;       /* the iteration's first local failure (copy, launch, test), reported by finalize */
   char sticky_why[256];
   void *scratch;            /* f32 scratch for averaging 16-bit buckets (host) */
+  dist__piece *pieces;      /* p->n + 1: a device bucket's gradients, copied in one batch */
   dist__progress prog;
 };
 

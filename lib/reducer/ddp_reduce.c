@@ -20,6 +20,27 @@ static int host_compressed(const dist_ddp *d, const dist__bucket *b) {
   return b->memory == DIST_MEM_HOST && b->wire != b->dtype && !d->has_hook && !d->o.grad_as_bucket_view;
 }
 
+/* Device buckets of copied gradients take them in one batch when the last
+ * is marked (dist__mem_copy_pieces: one launch, where a copy per gradient
+ * costs a launch each), and write the averages back the same way. */
+static int gathered(const dist_ddp *d, const dist__bucket *b) {
+  return b->memory == DIST_MEM_CUDA && !d->o.grad_as_bucket_view;
+}
+
+/* The pieces between bucket b's slots and its parameters' gradients (those
+ * marked, when `marked_only`: fill_unmarked zeroed the others' slots). */
+static int bucket_pieces(dist_ddp *d, const dist__bucket *b, int into_bucket, int marked_only) {
+  int n = 0;
+  for (int j = 0; j < b->nparams; j++) {
+    int i = b->params[j];
+    if (marked_only && !d->marked[i]) continue;
+    const dist__param *q = &d->p->p[i];
+    void *at = (char *)b->buf + (size_t)b->offset[j] * dist_dtype_size(b->dtype);
+    d->pieces[n++] = into_bucket ? (dist__piece){at, q->grad, (size_t)q->numel} : (dist__piece){q->grad, at, (size_t)q->numel};
+  }
+  return n;
+}
+
 /* Sum a 16-bit buffer over the group without widening it on the wire. The
  * checks here are the same on every rank (same layout, op made at create);
  * a local failure goes to *prep and the collective is posted anyway. */
@@ -97,10 +118,20 @@ dist_status dist__ddp_launch_ready(dist_ddp *d) {
   dist_status first = DIST_SUCCESS;
   char why[sizeof d->sticky_why];
   while (d->next_launch < d->nb && d->b[d->next_launch].ready == d->b[d->next_launch].nparams) {
-    dist_status s = launch(d, d->next_launch++);
+    int k = d->next_launch++;
+    dist__bucket *b = &d->b[k];
+    dist_status s = DIST_SUCCESS;
+    char at[sizeof why] = "";
+    if (gathered(d, b)) { /* a failed copy still launches the bucket: the other ranks expect it */
+      s = dist__fault("ddp_copy") ? dist__error(DIST_ERR_INTERNAL, "injected fault (ddp_copy)")
+                                  : dist__mem_copy_pieces(b->memory, d->pieces, bucket_pieces(d, b, 1, 1), b->dtype, 1);
+      if (s) snprintf(at, sizeof at, "DDP bucket %d: copying its gradients into it: %s", k, dist_last_error());
+    }
+    dist_status l = launch(d, k);
+    if (l && !s) s = l, snprintf(at, sizeof at, "%s", dist_last_error());
     if (s && !first) {
       first = s;
-      snprintf(why, sizeof why, "%s", dist_last_error());
+      snprintf(why, sizeof why, "%s", at);
       note_failure(d, s, why);
     }
   }
@@ -157,7 +188,7 @@ dist_status dist_ddp_mark_ready(dist_ddp *d, int i) {
   if (!d->sync) return DIST_SUCCESS;
   const dist__param *q = &d->p->p[i];
   dist_status copied = DIST_SUCCESS;
-  if (!d->o.grad_as_bucket_view) {
+  if (!d->o.grad_as_bucket_view && !gathered(d, &d->b[d->bucket_of[i]])) {
     const dist__bucket *b = &d->b[d->bucket_of[i]];
     if (host_compressed(d, b)) { /* narrow straight from the gradient: one pass */
       dist__host_narrow(q->grad, b->wire, (char *)b->wirebuf + (size_t)b->offset[d->slot_of[i]] * 2, (size_t)q->numel);
@@ -221,6 +252,8 @@ static dist_status average(dist_ddp *d, int k) {
     return DIST_SUCCESS;
   }
   if (b->wire != b->dtype && !b->in_buf && !d->has_hook) DIST_CHECK(dist__mem_widen(b->memory, b->wirebuf, b->wire, b->buf, n));
+  if (gathered(d, b)) /* divide while writing back: one pass, one launch */
+    return dist__mem_copy_pieces(b->memory, d->pieces, bucket_pieces(d, b, 0, 0), b->dtype, d->g->size);
   if (d->g->size > 1) {
     if (dist__dtype_is16(b->dtype)) {
       /* No 16-bit division kernel: widen, divide, narrow through an f32 copy. */
