@@ -47,8 +47,9 @@ export -f one_test; export out
 # san_counts LOG: compute-sanitizer reports split into those raised inside
 # NCCL's own code (its initialisation probes kernels of other architectures,
 # cudaErrorNoKernelImageForDevice, and checks the result) and all the others.
+# A report may begin on the line a test printed last (no newline before it).
 san_counts() {
-  awk '/^========= [A-Z]/ && !/SUMMARY|COMPUTE-SANITIZER/ {n++; blk[n] = ""}
+  awk '/========= [A-Z]/ && !/SUMMARY|COMPUTE-SANITIZER/ {n++; blk[n] = ""}
        n && /Host Frame/ && !seen[n] && /libnccl/ {nccl[n] = 1}
        n && /Host Frame/ && !seen[n] && !/libnccl|libcuda/ {seen[n] = 1}
        END {o = 0; c = 0; for (i = 1; i <= n; i++) if (nccl[i]) c++; else o++;
