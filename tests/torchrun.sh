@@ -204,6 +204,23 @@ WRAP
   # creation fails on all four, and the job goes on.
   gives_up_case "a rank fails in one copy's connect: its copy-mate stops at once, the job goes on" 4 \
     "gloo_connect 0 group" "gives_up: rank 0: .* -> error: .*rank 1 of 4 gave up: " 1 GIVES_UP_RANK=1 GIVES_UP_GROUP=2
+  # The last rank returns from main after initialize without finalize: the
+  # others' next call (a subgroup's creation) fails at once naming it, and
+  # their later calls say how the job ends without MPI (through the store,
+  # not MPI_Abort).
+  t0=$(date +%s)
+  out=$(BARE_ARGS="- 0 exit" bare "$B/tests/faults/gives_up" 3 DIST_TIMEOUT=30 2>&1)
+  rc=$? dt=$(($(date +%s) - t0))
+  named=$(printf '%s\n' "$out" | grep -c "gives_up: rank [01]: dist_group_create_subgroup -> error: .*rank 2 of the group")
+  store=$(printf '%s\n' "$out" | grep -c "gives_up: rank [01]: dist_manager_finalize -> error: .*tells the other ranks through the rendezvous store")
+  abort=$(printf '%s\n' "$out" | grep -c "MPI_Abort")
+  if [ $rc -eq 0 ] && [ "$named" -eq 2 ] && [ "$store" -eq 2 ] && [ "$abort" -eq 0 ] && [ $dt -lt 10 ]; then
+    echo "ok   a rank exits without finalize: the 2 others fail at once naming it ($dt s)"
+  else
+    echo "FAIL a rank exits without finalize (exit $rc, $named of 2 named it, $store of 2 said the store ends the job, $abort MPI_Abort, $dt s)"
+    printf '%s\n' "$out" | tail -8 | sed 's/^/     /'
+    failures=$((failures + 1))
+  fi
   # The manager on Gloo: the last rank dies after initialize; the others'
   # next collective fails, each with a message, within DIST_TIMEOUT.
   quit_case "a rank dies after initialize: the 3 others fail in their next collective" 20 \

@@ -136,6 +136,7 @@ dist_status dist__require_usable(const char *what) {
   if (!dist__engine.broken) return DIST_SUCCESS;
   return dist__error(DIST_ERR_ABORTED,
                      "%s: distmgr stopped on this rank after an earlier failure (%s); the job cannot continue: "
-                     "exit (distmgr then ends the job with MPI_Abort)",
-                     what, dist__engine.broken_msg);
+                     "exit (distmgr then %s)",
+                     what, dist__engine.broken_msg,
+                     dist__engine.rdzv ? "tells the other ranks through the rendezvous store" : "ends the job with MPI_Abort");
 }

@@ -91,9 +91,16 @@ static void at_exit(void) {
   DIST_WARN_CALL(MPI_Initialized(&inited));
   DIST_WARN_CALL(MPI_Finalized(&finalized));
   if (dist__state.initialized && dist__state.mpi_ours && dist__groups.size > 1 && inited && !finalized) end_job();
-  if (dist__state.initialized) /* without MPI: no collective at exit */
-    release_state(!dist__engine.rdzv, "it exited without calling dist_manager_finalize()");
+  if (dist__state.initialized) /* without MPI: no collective at exit; the others learn why through the store */
+    release_state(!dist__engine.rdzv, dist__engine.broken ? dist__engine.broken_msg
+                                                          : "it exited without calling dist_manager_finalize()");
   if (dist__state.mpi_ours && inited && !finalized) DIST_WARN_CALL(MPI_Finalize());
+}
+
+/* at_exit for this process (not for a child forked later). */
+static void watch_exit(void) {
+  owner = getpid();
+  if (!atexit_registered && atexit(at_exit) == 0) atexit_registered = 1;
 }
 
 static dist_status start_mpi(MPI_Comm adopt, dist_thread_level level) {
@@ -123,8 +130,7 @@ static dist_status start_mpi(MPI_Comm adopt, dist_thread_level level) {
   } else {
     DIST_MPI_CALL(MPI_Query_thread(&provided));
   }
-  owner = getpid();
-  if (!atexit_registered && atexit(at_exit) == 0) atexit_registered = 1;
+  watch_exit();
   if (provided < MPI_LEVELS[level])
     return dist__error(DIST_ERR_UNSUPPORTED, "MPI provides thread level %d, less than the requested %d", provided,
                        MPI_LEVELS[level]);
@@ -367,6 +373,7 @@ static dist_status initialize(MPI_Comm adopt, const dist_init_options *options, 
       release_state(0, dist_last_error());
       return s;
     }
+    watch_exit();
     return finish_initialize();
   }
 #endif

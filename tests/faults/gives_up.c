@@ -5,7 +5,10 @@
  *                             group's connect) after SKIP hits that pass;
  *   gives_up SITE SKIP group  start-up succeeds, then the last rank fails in
  *                             a subgroup's creation; the job goes on: a second
- *                             creation works and finalize too.
+ *                             creation works and finalize too;
+ *   gives_up - 0 exit         the last rank returns from main after
+ *                             initialize, without dist_manager_finalize; the
+ *                             others then run the "group" calls.
  * GIVES_UP_RANK: the failing rank instead of the last; GIVES_UP_GROUP: the
  * subgroups' size instead of the world's (several copies: those without the
  * failing rank connect, those with it stop).
@@ -35,6 +38,7 @@ int main(int argc, char **argv) {
   const int last = R == (f ? atoi(f) : (w ? atoi(w) : 1) - 1), at_init = !strcmp(argv[3], "init");
   if (last && at_init) dist__fault_site = argv[1], dist__fault_skip = atoi(argv[2]);
   if (say("dist_manager_initialize", dist_manager_initialize())) return 0;
+  if (last && !strcmp(argv[3], "exit")) return 0; /* without dist_manager_finalize */
   if (!at_init) {
     int size = 0;
     dist_manager_world_size(&size);
