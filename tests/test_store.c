@@ -158,14 +158,16 @@ static void test_watch(void) {
     dist__store_client *c = client(s, (dist__store_dialect)d);
     if (!s || !c) return;
     dist__store_watch(c, 1, "/gave_up");
+    CU_ASSERT(!dist__store_saw_give_up(c));
     pthread_t t;
     setter arg = {s, (dist__store_dialect)d, "/gave_up", "rank 1 of 2 gave up: boom"};
     pthread_create(&t, NULL, set_later, &arg);
     const char *keys[] = {"/never"};
     double t0 = dist__net_now();
-    ASSERT_STATUS(dist__store_wait(c, keys, 1, 20.0), DIST_ERR_ABORTED);
+    ASSERT_STATUS(dist__store_wait(c, keys, 1, 20.0), DIST_ERR_ABORTED); /* no code tag: ABORTED */
     CU_ASSERT(dist__net_now() - t0 < 3.0);
     ASSERT_MSG_HAS("rank 1 of 2 gave up: boom");
+    CU_ASSERT(dist__store_saw_give_up(c));
     pthread_join(t, NULL);
     ASSERT_OK(dist__store_set(c, "/after", "1", 1)); /* still usable */
     expect_value(c, "/after", "1");
@@ -466,8 +468,44 @@ typedef struct quitter {
 static void *rank1_gives_up(void *arg) {
   quitter *q = arg;
   usleep(200000);
-  dist__rdzv_give_up_on(q->r1, q->key, "injected: out of memory");
+  dist__rdzv_give_up_on(q->r1, q->key, DIST_ERR_NO_MEMORY, "injected: out of memory");
   return NULL;
+}
+
+/* The code of a gave-up message: "[code] text" gives that code (an error of
+ * distmgr's) and the text alone; anything else from the network, the
+ * value as it came with DIST_ERR_ABORTED. */
+static void test_give_up_codes(void) {
+  dist__store_server *s = start(DIST__STORE_TORCH22, 30, 64);
+  dist__store_client *c = client(s, DIST__STORE_TORCH22);
+  if (!s || !c) return;
+  struct {
+    const char *value, *message;
+    dist_status code;
+  } cases[] = {
+      {"[-15] rank 1 of 2 gave up: boom", "rank 1 of 2 gave up: boom", DIST_ERR_NO_MEMORY},
+      {"[-19] rank 1 of 2 gave up: late", "rank 1 of 2 gave up: late", DIST_ERR_TIMEOUT},
+      {"[5] five", "[5] five", DIST_ERR_ABORTED},             /* not an error code */
+      {"[0] zero", "[0] zero", DIST_ERR_ABORTED},             /* success is no give-up's code */
+      {"[-999] far", "[-999] far", DIST_ERR_ABORTED},         /* no such code */
+      {"[-15]tight", "[-15]tight", DIST_ERR_ABORTED},         /* no blank after the tag */
+      {"[-15", "[-15", DIST_ERR_ABORTED},                     /* cut short */
+      {"[] empty", "[] empty", DIST_ERR_ABORTED},
+      {"[-99999999999999999999] big", "[-99999999999999999999] big", DIST_ERR_ABORTED},
+  };
+  const char *keys[] = {"/never"};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char key[32];
+    snprintf(key, sizeof key, "/gave_up/%zu", i);
+    ASSERT_OK(dist__store_set(c, key, cases[i].value, strlen(cases[i].value)));
+    dist__store_watch(c, 0, key);
+    ASSERT_STATUS(dist__store_wait(c, keys, 1, 5.0), cases[i].code);
+    CU_ASSERT_STRING_EQUAL(dist_last_error(), cases[i].message);
+    if (strcmp(dist_last_error(), cases[i].message)) fprintf(stderr, "case %zu: %s\n", i, dist_last_error());
+  }
+  dist__store_watch(c, 0, NULL);
+  dist__store_close(c);
+  dist__store_server_stop(s);
 }
 
 /* Rank 1 of 2 gives up while rank 0 waits for it in an exchange: rank 0's
@@ -492,12 +530,12 @@ static void test_rdzv_give_up(void) {
   pthread_create(&t, NULL, rank1_gives_up, &q);
   int64_t mine = 7, all[2];
   double t0 = dist__net_now();
-  ASSERT_STATUS(dist__rdzv_all_gather(r0, "first", &mine, sizeof mine, all), DIST_ERR_ABORTED);
+  ASSERT_STATUS(dist__rdzv_all_gather(r0, "first", &mine, sizeof mine, all), DIST_ERR_NO_MEMORY); /* rank 1's code */
   CU_ASSERT(dist__net_now() - t0 < 3.0);
   ASSERT_MSG_HAS("first: rank 1 of 2 gave up: injected: out of memory");
   pthread_join(t, NULL);
   t0 = dist__net_now();
-  ASSERT_STATUS(dist__rdzv_barrier(r0, "second"), DIST_ERR_ABORTED);
+  ASSERT_STATUS(dist__rdzv_barrier(r0, "second"), DIST_ERR_NO_MEMORY);
   ASSERT_MSG_HAS("second: not attempted, an earlier exchange failed: first: rank 1 of 2 gave up");
   CU_ASSERT(dist__net_now() - t0 < 0.2);
   dist__rdzv_close(r1, 0);
@@ -517,6 +555,7 @@ static CU_TestInfo tests[] = {
     {"after a rank did not arrive, later exchanges fail at once", test_rdzv_gone},
     {"a watched key ends a wait", test_watch},
     {"a rank that gives up ends the others' exchange at once", test_rdzv_give_up},
+    {"a give-up's code, and values that carry none", test_give_up_codes},
     CU_TEST_INFO_NULL,
 };
 

@@ -192,18 +192,18 @@ WRAP
   }
   # A rank that fails (alive) says so on the store: the last rank fails in
   # start-up's third exchange, in the first built-in group's Gloo connect, or
-  # in a subgroup's connect after start-up; the others stop at once (not at
-  # DIST_TIMEOUT=30) naming it. After the failed subgroup the job goes on: a
+  # in a subgroup's connect after start-up (an injected out of memory); the
+  # others stop at once (not at DIST_TIMEOUT=30) naming it, with its code. After the failed subgroup the job goes on: a
   # second creation, an all-reduce on it and finalize work on every rank.
   for c in "rdzv_set 2 init" "gloo_connect 0 init" "gloo_connect 0 group"; do
     gives_up_case "a rank fails at $c: the others stop at once naming it" 3 "$c" \
-      "gives_up: rank [01]: .* -> error: .*\(rank 2 of 3 gave up: \|failed on rank 2\)" 2
+      "gives_up: rank [01]: .* -> error: \[out of memory\] .*\(rank 2 of 3 gave up: \|failed on rank 2\)" 2
   done
   # The same with two copies: 4 ranks, rank 1 fails in the connect of a
   # subgroup of 2. Its copy-mate stops at once, the other copy connects, the
   # creation fails on all four, and the job goes on.
   gives_up_case "a rank fails in one copy's connect: its copy-mate stops at once, the job goes on" 4 \
-    "gloo_connect 0 group" "gives_up: rank 0: .* -> error: .*rank 1 of 4 gave up: " 1 GIVES_UP_RANK=1 GIVES_UP_GROUP=2
+    "gloo_connect 0 group" "gives_up: rank 0: .* -> error: \[out of memory\] .*rank 1 of 4 gave up: " 1 GIVES_UP_RANK=1 GIVES_UP_GROUP=2
   # The last rank returns from main after initialize without finalize: the
   # others' next call (a subgroup's creation) fails at once naming it, and
   # their later calls say how the job ends without MPI (through the store,

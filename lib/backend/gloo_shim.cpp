@@ -33,6 +33,13 @@ extern "C" {
 
 namespace {
 
+// A distmgr error thrown through Gloo's code (its store calls): guarded()
+// returns its status, not one guessed from the message.
+struct status_error : std::runtime_error {
+  dist_status code;
+  status_error(dist_status c, const std::string &m) : std::runtime_error(m), code(c) {}
+};
+
 // Gloo's store interface over distmgr's client, under one key prefix.
 class Store : public gloo::rendezvous::Store {
  public:
@@ -72,7 +79,7 @@ class Store : public gloo::rendezvous::Store {
       }
       if (!ranks.empty()) msg = "rank " + ranks + " did not join the context in time (" + msg + ")";
     }
-    throw std::runtime_error(msg);
+    throw status_error(s, msg);
   }
   dist__store_client *c_;
   std::string prefix_;
@@ -85,6 +92,8 @@ dist_status guarded(const char *what, F f) {
   try {
     f();
     return DIST_SUCCESS;
+  } catch (const status_error &e) {  // the store's own: a timeout, a rank that gave up
+    return dist__error(e.code, "Gloo %s: %s", what, e.what());
   } catch (const std::exception &e) {
     const char *m = e.what();
     // A peer's connection that ended: that process left or died.

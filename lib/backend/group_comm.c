@@ -127,7 +127,7 @@ dist_status dist__group_keep_gloo(const char *name, int parent, dist__layout *la
   if (!s && dist__fault("gloo_connect")) s = dist__error(DIST_ERR_NO_MEMORY, "injected fault (gloo_connect)"); /* tests */
   if (!s) s = gloo_connect(layout, color, prefix, gave_up, &ctx);
   if (s) {
-    if (color >= 0) dist__rdzv_give_up_on(dist__engine.rdzv, gave_up, dist_last_error()); /* the first message is kept */
+    if (color >= 0) dist__rdzv_give_up_on(dist__engine.rdzv, gave_up, s, dist_last_error()); /* the first message is kept */
     return s;
   }
   dist__group g, *kept;

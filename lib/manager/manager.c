@@ -26,10 +26,10 @@ static pid_t owner; /* the process that initialized */
 static const int MPI_LEVELS[] = {MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED, MPI_THREAD_SERIALIZED, MPI_THREAD_MULTIPLE};
 
 /* Release everything; MPI itself only at exit (see manager.h). `orderly`:
- * every rank is here too (collective frees allowed). Else `why` (this
- * rank's failure) goes to the others through the rendezvous store, when
+ * every rank is here too (collective frees allowed). Else `code` and `why`
+ * (this rank's failure) go to the others through the rendezvous store, when
  * there is one, so that they stop waiting for this rank. */
-static void release_state(int orderly, const char *why) {
+static void release_state(int orderly, dist_status code, const char *why) {
   dist__manager *m = &dist__state;
   int finalized = 0;
   char because[1024]; /* copied first: the frees below may set errors of their own */
@@ -46,7 +46,7 @@ static void release_state(int orderly, const char *why) {
   m->startup_rows = NULL;
 #ifdef HAVE_GLOO
   if (dist__engine.rdzv) { /* after the groups' Gloo contexts: the store outlives them */
-    if (!orderly) dist__rdzv_give_up(dist__engine.rdzv, because);
+    if (!orderly) dist__rdzv_give_up(dist__engine.rdzv, code, because);
     dist_status closed = dist__rdzv_close(dist__engine.rdzv, orderly);
     if (closed) dist_log(DIST_LOG_WARN, "closing the rendezvous store: %s", dist_last_error());
     dist__engine.rdzv = NULL;
@@ -92,8 +92,8 @@ static void at_exit(void) {
   DIST_WARN_CALL(MPI_Finalized(&finalized));
   if (dist__state.initialized && dist__state.mpi_ours && dist__groups.size > 1 && inited && !finalized) end_job();
   if (dist__state.initialized) /* without MPI: no collective at exit; the others learn why through the store */
-    release_state(!dist__engine.rdzv, dist__engine.broken ? dist__engine.broken_msg
-                                                          : "it exited without calling dist_manager_finalize()");
+    release_state(!dist__engine.rdzv, DIST_ERR_ABORTED,
+                  dist__engine.broken ? dist__engine.broken_msg : "it exited without calling dist_manager_finalize()");
   if (dist__state.mpi_ours && inited && !finalized) DIST_WARN_CALL(MPI_Finalize());
 }
 
@@ -370,7 +370,7 @@ static dist_status initialize(MPI_Comm adopt, const dist_init_options *options, 
       return dist__error(DIST_ERR_INVALID_ARGUMENT, "DIST_HOST_ENGINE=gloo: there is no MPI communicator to adopt");
     dist_status s = dist__start_store(detected, choose_device);
     if (s) {
-      release_state(0, dist_last_error());
+      release_state(0, s, dist_last_error());
       return s;
     }
     watch_exit();
@@ -387,7 +387,7 @@ static dist_status initialize(MPI_Comm adopt, const dist_init_options *options, 
   if (!s && dist__engine.timeout > 0)
     s = dist__agree(dist__engine.world, dist__board_open(), "opening the progress board for DIST_TIMEOUT");
   if (s) {
-    release_state(0, dist_last_error());
+    release_state(0, s, dist_last_error());
     return s;
   }
   return finish_initialize();
@@ -433,7 +433,7 @@ dist_status dist_manager_finalize(void) {
   dist_status s = dist__call_verify_always(&c, DIST_SUCCESS);
   if (s) return dist__break(s);
   dist__faults_drain(5.0);
-  release_state(1, NULL);
+  release_state(1, DIST_SUCCESS, NULL);
   dist__finalized_once = 1;
   return DIST_SUCCESS;
 }

@@ -24,8 +24,11 @@ struct dist__rdzv {
 /* The key a rank that gave up sets (dist__rdzv_give_up). */
 static void gave_up_key(const dist__rdzv *r, char *out, size_t n) { snprintf(out, n, "%sgave_up", r->plan.prefix); }
 
+/* s ended a wait because a rank gave up (its code, any) */
+static int gave_up(const dist__rdzv *r, dist_status s) { return s && dist__store_saw_give_up(r->client); }
+
 static dist_status note_gone(dist__rdzv *r, dist_status s) {
-  if ((s == DIST_ERR_TIMEOUT || s == DIST_ERR_ABORTED) && !r->gone) {
+  if ((s == DIST_ERR_TIMEOUT || gave_up(r, s)) && !r->gone) {
     r->gone = s;
     snprintf(r->gone_why, sizeof r->gone_why, "%s", dist_last_error());
   }
@@ -137,10 +140,12 @@ dist_status dist__rdzv_open(const dist_launch *l, const char *const *env, double
   return DIST_SUCCESS;
 }
 
-void dist__rdzv_give_up_on(dist__rdzv *r, const char *key, const char *why) {
+void dist__rdzv_give_up_on(dist__rdzv *r, const char *key, dist_status code, const char *why) {
   if (!r || !r->client || r->size < 2) return;
   char msg[1024], mine[1024];
-  snprintf(msg, sizeof msg, "rank %d of %d gave up: %s", r->rank, r->size, why && *why ? why : "(no message)");
+  /* "[code] message": dist__store_watch's reader returns the code */
+  snprintf(msg, sizeof msg, "[%d] rank %d of %d gave up: %s", (int)(code ? code : DIST_ERR_ABORTED), r->rank, r->size,
+           why && *why ? why : "(no message)");
   snprintf(mine, sizeof mine, "%s", dist_last_error()); /* a failed request must not replace this rank's own */
   uint8_t *now = NULL;
   size_t len = 0;
@@ -150,13 +155,13 @@ void dist__rdzv_give_up_on(dist__rdzv *r, const char *key, const char *why) {
   dist__error_restore(mine);
 }
 
-void dist__rdzv_give_up(dist__rdzv *r, const char *why) {
+void dist__rdzv_give_up(dist__rdzv *r, dist_status code, const char *why) {
   if (!r || !r->client) return;
   char key[200];
   gave_up_key(r, key, sizeof key);
   dist__store_watch(r->client, 0, NULL); /* no waits of its own from here */
   dist__store_watch(r->client, 1, NULL);
-  dist__rdzv_give_up_on(r, key, why);
+  dist__rdzv_give_up_on(r, key, code, why);
 }
 
 /* The key of rank q's part of exchange `seq`. */
@@ -171,8 +176,8 @@ static dist_status wait_all(dist__rdzv *r, unsigned long seq, const char *what) 
   if (!keys || !ptr) return free(keys), free(ptr), dist__error(DIST_ERR_NO_MEMORY, "rendezvous keys");
   for (int q = 0; q < r->size; q++) key_of(r, seq, q, keys[q], sizeof keys[q]), ptr[q] = keys[q];
   dist_status s = dist__store_wait(r->client, ptr, (size_t)r->size, r->timeout);
-  if (s == DIST_ERR_ABORTED) s = dist__error_context(s, "%s", what);
-  if (s == DIST_ERR_TIMEOUT) {
+  if (gave_up(r, s)) s = dist__error_context(s, "%s", what);
+  else if (s == DIST_ERR_TIMEOUT) {
     char ranks[256] = "";
     size_t k = 0;
     int missing = 0, *miss = calloc((size_t)r->size, sizeof *miss);
@@ -224,10 +229,10 @@ dist_status dist__rdzv_broadcast(dist__rdzv *r, const char *what, int root, void
   uint8_t *v;
   size_t n;
   dist_status s = dist__store_get(r->client, key, r->timeout, &v, &n);
+  if (gave_up(r, s)) return note_gone(r, dist__error_context(s, "%s", what));
   if (s == DIST_ERR_TIMEOUT)
     return note_gone(r, dist__error(DIST_ERR_TIMEOUT, "%s: rank %d (the root) did not arrive within %g s (DIST_TIMEOUT)",
                                     what, root, r->timeout));
-  if (s == DIST_ERR_ABORTED) return note_gone(r, dist__error_context(s, "%s", what));
   if (s) return s;
   if (n != len) s = dist__error(DIST_ERR_MISMATCH, "%s: the root sent %zu bytes, this rank expects %zu", what, n, len);
   else if (len) memcpy(buf, v, len);
@@ -269,7 +274,7 @@ static void linger(dist__rdzv *r) {
 dist_status dist__rdzv_close(dist__rdzv *r, int orderly) {
   if (!r) return DIST_SUCCESS;
   dist_status s = orderly ? dist__rdzv_barrier(r, "closing the rendezvous") : DIST_ERR_ABORTED;
-  if (orderly && s) dist__rdzv_give_up(r, dist_last_error()); /* the others are in the barrier */
+  if (orderly && s) dist__rdzv_give_up(r, s, dist_last_error()); /* the others are in the barrier */
   char count[200], last[200];
   snprintf(count, sizeof count, "%s%lu/closing", r->plan.prefix, r->seq); /* seq: same on every rank */
   snprintf(last, sizeof last, "%s%lu/closed", r->plan.prefix, r->seq);

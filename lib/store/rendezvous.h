@@ -53,14 +53,14 @@ dist_status dist__rdzv_still_there(const dist__rdzv *r, const char *what);
 /* The client and the key prefix, for an engine's own rendezvous (Gloo). */
 dist__store_client *dist__rdzv_client(dist__rdzv *r);
 const char *dist__rdzv_prefix(const dist__rdzv *r);
-/* After a failure on this rank (local): tell the others, so that their
- * waits on the store end now with `why` ("rank R of N gave up: why")
- * instead of at the timeout. Every rank's client watches that key
- * (dist__store_watch); the first rank's message is kept. Best effort. */
-void dist__rdzv_give_up(dist__rdzv *r, const char *why);
+/* After a failure `code` on this rank (local): tell the others, so that
+ * their waits on the store end now with that code and `why` ("rank R of N
+ * gave up: why") instead of at the timeout. Every rank's client watches that
+ * key (dist__store_watch); the first rank's message is kept. Best effort. */
+void dist__rdzv_give_up(dist__rdzv *r, dist_status code, const char *why);
 /* The same on a key of an engine's own (a Gloo connect's, which its
  * members watch meanwhile in the client's slot 1): the rendezvous goes on. */
-void dist__rdzv_give_up_on(dist__rdzv *r, const char *key, const char *why);
+void dist__rdzv_give_up_on(dist__rdzv *r, const char *key, dist_status code, const char *why);
 /* orderly (collective): a barrier first, so that rank 0's server outlives
  * every use; else (after a failure) just let go. */
 dist_status dist__rdzv_close(dist__rdzv *r, int orderly);

@@ -54,14 +54,17 @@ dist_status dist__store_add(dist__store_client *c, const char *key, int64_t delt
 /* Until every key exists; DIST_ERR_TIMEOUT after `timeout` seconds, naming
  * the keys still missing, and the client stays usable. */
 dist_status dist__store_wait(dist__store_client *c, const char *const *keys, size_t n, double timeout);
-/* From now on every wait on c (WAIT, and GET's wait) also ends, with
- * DIST_ERR_ABORTED and the key's value as its message, once `key` exists
+/* From now on every wait on c (WAIT, and GET's wait) also ends, with the
+ * key's value as its message, once `key` exists (the code a "[code] " tag
+ * at its start names, dist__rdzv_give_up_on; else DIST_ERR_ABORTED)
  * (NULL or "": none in this slot). Such a wait runs in slices (50 ms,
  * doubling to 1 s) and checks for the keys between them: a rank that gave
  * up sets one, so that the others stop waiting for it (rendezvous.h). Slot
  * 0: the rendezvous' own; 1: the operation under way (a Gloo connect). */
 #define DIST__STORE_WATCHES 2
 void dist__store_watch(dist__store_client *c, int slot, const char *key);
+/* Some wait on c ended on a watched key (a rank gave up). */
+int dist__store_saw_give_up(const dist__store_client *c);
 dist_status dist__store_check(dist__store_client *c, const char *const *keys, size_t n, int *all_exist);
 /* missing[i] = 1 for each key that does not exist: one round trip, at most
  * 5 s (a store of another dialect says so in the error). */

@@ -12,7 +12,7 @@
  * GIVES_UP_RANK: the failing rank instead of the last; GIVES_UP_GROUP: the
  * subgroups' size instead of the world's (several copies: those without the
  * failing rank connect, those with it stop).
- * Each rank prints "gives_up: rank R: CALL -> ok" or "-> error: MESSAGE".
+ * Each rank prints "gives_up: rank R: CALL -> ok" or "-> error: [STATUS] MESSAGE".
  * The script checks that every rank got its error within seconds, not at
  * DIST_TIMEOUT, the others naming the rank that gave up. */
 #include <distmgr.h>
@@ -26,7 +26,8 @@ extern int dist__fault_skip;
 static int R;
 
 static dist_status say(const char *call, dist_status s) {
-  printf("gives_up: rank %d: %s -> %s%s\n", R, call, s ? "error: " : "ok", s ? dist_last_error() : "");
+  if (s) printf("gives_up: rank %d: %s -> error: [%s] %s\n", R, call, dist_status_string(s), dist_last_error());
+  else printf("gives_up: rank %d: %s -> ok\n", R, call);
   fflush(stdout);
   return s;
 }
