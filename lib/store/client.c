@@ -3,7 +3,6 @@
  * 2.1) or, where the dialect has no cancel, the connection is replaced, so
  * the client stays usable either way. */
 #include <arpa/inet.h>
-#include <ctype.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -257,32 +256,9 @@ static dist_status wait_until(dist__store_client *c, const char *const *keys, si
   return DIST_ERR_TIMEOUT;
 }
 
-/* The code of a gave-up message, "[code] text" (dist__rdzv_give_up_on);
- * *msg moves past the tag. From the network: anything else, or a code that
- * is no error of distmgr's, is DIST_ERR_ABORTED with the text as it came. */
-static int is_error_code(long c) {
-#define DIST__CASE(name, value, text) case value:
-  switch (c) {
-    DIST_STATUS_MAP(DIST__CASE)
-    return c != DIST_SUCCESS;
-    default: return 0;
-  }
-#undef DIST__CASE
-}
-
-static dist_status gave_up_code(const char **msg) {
-  const char *m = *msg;
-  char *end = NULL;
-  if (m[0] != '[' || (m[1] != '-' && !isdigit((unsigned char)m[1]))) return DIST_ERR_ABORTED;
-  long code = strtol(m + 1, &end, 10);
-  if (end == m + 1 || end[0] != ']' || end[1] != ' ' || !is_error_code(code)) return DIST_ERR_ABORTED;
-  *msg = end + 2;
-  return (dist_status)code;
-}
-
-/* A watched key's value as an error, if one has arrived. */
 int dist__store_saw_give_up(const dist__store_client *c) { return c && c->gave_up; }
 
+/* A watched key's value as an error, if one has arrived. */
 static dist_status watched(dist__store_client *c) {
   for (int i = 0; i < DIST__STORE_WATCHES; i++) {
     const char *k = c->watch[i];
@@ -296,7 +272,7 @@ static dist_status watched(dist__store_client *c) {
     dist_status s = dist__store_get(c, saved[i], 0, &v, &len);
     memcpy(c->watch, saved, sizeof saved);
     const char *msg = s ? "a rank gave up (its message could not be read)" : (const char *)v;
-    dist_status code = gave_up_code(&msg); /* before msg is read: it moves past the tag */
+    dist_status code = dist__store_gave_up_code(&msg); /* before msg is read: it moves past the tag */
     s = dist__error(code, "%s", msg);
     c->gave_up = 1;
     free(v);

@@ -65,6 +65,10 @@ dist_status dist__store_wait(dist__store_client *c, const char *const *keys, siz
 void dist__store_watch(dist__store_client *c, int slot, const char *key);
 /* Some wait on c ended on a watched key (a rank gave up). */
 int dist__store_saw_give_up(const dist__store_client *c);
+/* The code of a gave-up message, "[code] text" (dist__rdzv_give_up_on);
+ * *msg moves past the tag. From the network: anything else, or a code that
+ * is no error of distmgr's, is DIST_ERR_ABORTED with the text as it came. */
+dist_status dist__store_gave_up_code(const char **msg);
 dist_status dist__store_check(dist__store_client *c, const char *const *keys, size_t n, int *all_exist);
 /* missing[i] = 1 for each key that does not exist: one round trip, at most
  * 5 s (a store of another dialect says so in the error). */

@@ -6,8 +6,10 @@
  * parsed request must lie inside the input, with its strings within the
  * limits and inside the request, and each string reachable through
  * dist__store_req_arg; BAD must say why, MORE must consume nothing. A value
- * ADD accepts as decimal must be the number strtoll reads. Any violation
- * aborts.
+ * ADD accepts as decimal must be the number strtoll reads. The input as a
+ * gave-up message (its "[code] " tag, lib/store/client.c) must give an
+ * error code and a message inside it, past a tag only when one was read.
+ * Any violation aborts.
  *
  * Build and run: make fuzz (or make check: tests/fuzz/run.sh). Seeds:
  * tests/fuzz/corpus/fuzz_store/. */
@@ -18,6 +20,7 @@
 
 #include "core/internal.h"
 #include "store/kv.h"
+#include "store/store.h"
 #include "store/wire.h"
 
 #include "check.h"
@@ -33,8 +36,23 @@ static void check_decimal(const uint8_t *p, size_t n) {
   CHECK(strtoll(text, NULL, 10) == v);
 }
 
+static void check_gave_up(const uint8_t *p, size_t n) {
+  char *text = malloc(n + 1);
+  if (!text) return;
+  memcpy(text, p, n);
+  text[n] = 0;
+  const char *msg = text;
+  dist_status code = dist__store_gave_up_code(&msg);
+  CHECK(code < 0 && dist_status_string(code)[0] && strcmp(dist_status_string(code), "unknown status"));
+  CHECK(msg >= text && msg <= text + strlen(text));
+  if (msg != text) CHECK(text[0] == '[' && msg - text >= 4 && msg[-1] == ' ' && msg[-2] == ']');
+  else CHECK(code == DIST_ERR_ABORTED);
+  free(text);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!size) return 0;
+  check_gave_up(data, size);
   dist__store_dialect d = (dist__store_dialect)(data[0] % DIST__STORE_DIALECTS);
   const dist__store_limits lim = {64, 256, 8};
   const uint8_t *buf = data + 1;
