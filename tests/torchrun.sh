@@ -124,6 +124,11 @@ if [ -x "$gloo" ]; then
   quit_case "shared memory: the last rank dies before an all-reduce (DIST_VERIFY=0): the 3 others fail naming it" 14 \
     "is gone while the others waited for it in a shared-memory collective" \
     DIST_TIMEOUT=20 DIST_VERIFY=0 TORCHRUN_COLL_WARM=1 TORCHRUN_COLL_QUIT=1
+  # The same with a child it forked (without exec) still alive: the child's
+  # copies of its descriptors must not keep its liveness lock held.
+  quit_case "shared memory: the last rank dies, its forked child lives on: the 3 others fail naming it" 8 \
+    "is gone while the others waited for it in a shared-memory collective" \
+    DIST_TIMEOUT=20 DIST_VERIFY=0 TORCHRUN_COLL_WARM=1 TORCHRUN_COLL_QUIT=fork
   quit_case "shared memory: the last rank stalls before an all-reduce (DIST_VERIFY=0): the 3 others fail naming it" 60 \
     "did not reach a shared-memory collective within DIST_TIMEOUT=3" \
     DIST_TIMEOUT=3 DIST_VERIFY=0 TORCHRUN_COLL_WARM=1 TORCHRUN_COLL_QUIT=stall

@@ -7,6 +7,7 @@
  * verification round on Gloo); finalize. One line per rank; exit 0 when
  * every check held. */
 #include <distmgr.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,9 +99,10 @@ int main(void) {
   CHECK(dist_manager_local_rank(&lrank) == DIST_SUCCESS && dist_manager_local_size(&lsize) == DIST_SUCCESS);
   CHECK(dist_manager_node_count(&nodes) == DIST_SUCCESS);
   /* TORCHRUN_COLL_QUIT: the last rank dies without a word (=stall: it
-   * sleeps instead, alive, then exits); every other rank's next collective
-   * must fail within DIST_TIMEOUT, never hang. =late: it only comes 1 s
-   * late, alive, and the collective must succeed (the others slept on it). */
+   * sleeps instead, alive, then exits; =fork: it forks a child, which lives
+   * on 12 s, first); every other rank's next collective must fail within
+   * DIST_TIMEOUT, never hang. =late: it only comes 1 s late, alive, and the
+   * collective must succeed (the others slept on it). */
   const char *quit = getenv("TORCHRUN_COLL_QUIT");
   if (quit && size > 1) {
     float x = 1;
@@ -112,6 +114,12 @@ int main(void) {
     const int late = !strcmp(quit, "late");
     if (rank == size - 1 && late) sleep(1);
     else if (rank == size - 1 && !strcmp(quit, "stall")) sleep(8); /* past the others' DIST_TIMEOUT */
+    if (rank == size - 1 && !strcmp(quit, "fork") && fork() == 0) { /* a child without exec outlives it */
+      int nul = open("/dev/null", O_WRONLY);
+      if (nul >= 0) dup2(nul, 1), dup2(nul, 2); /* the launcher's output must not wait for it */
+      sleep(12);
+      _exit(0);
+    }
     if (rank == size - 1 && !late) _exit(3);
     x = 1;
     dist_status s = dist_all_reduce(NULL, &tx, DIST_SUM);

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,7 +23,56 @@
 #include "backend/gloo.h"
 #endif
 
+/* The liveness locks' descriptors. An OFD lock lasts as long as its open
+ * file description, which a child forked without exec shares through its
+ * copies of the descriptor and of the mapping: the lock would outlive this
+ * process, and the others would wait for it until DIST_TIMEOUT. So the
+ * segments are not mapped into children (MADV_DONTFORK), and in a child
+ * these descriptors are pointed at /dev/null (the numbers stay valid; a
+ * forked child must not use distmgr anyway). */
+static pthread_mutex_t lock_mu = PTHREAD_MUTEX_INITIALIZER;
+static int *lock_fds, nlock_fds, lock_cap;
+
+static void lock_fd_drop(int fd) {
+  pthread_mutex_lock(&lock_mu);
+  for (int i = 0; i < nlock_fds; i++)
+    if (lock_fds[i] == fd) {
+      lock_fds[i] = lock_fds[--nlock_fds];
+      break;
+    }
+  pthread_mutex_unlock(&lock_mu);
+}
+
 #ifdef HAVE_GLOO
+static pthread_once_t lock_once = PTHREAD_ONCE_INIT;
+
+static void fork_prepare(void) { pthread_mutex_lock(&lock_mu); }
+static void fork_parent(void) { pthread_mutex_unlock(&lock_mu); }
+static void fork_child(void) {
+  int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  for (int i = 0; i < nlock_fds; i++)
+    if (nul < 0 || dup3(nul, lock_fds[i], O_CLOEXEC) < 0) close(lock_fds[i]);
+  if (nul >= 0) close(nul);
+  nlock_fds = 0;
+  pthread_mutex_unlock(&lock_mu);
+}
+static void lock_fds_init(void) { (void)pthread_atfork(fork_prepare, fork_parent, fork_child); }
+
+/* 0 when it cannot be kept (no memory): the segment then goes without. */
+static int lock_fd_keep(int fd) {
+  pthread_once(&lock_once, lock_fds_init);
+  pthread_mutex_lock(&lock_mu);
+  int ok = 1;
+  if (nlock_fds == lock_cap) {
+    int cap = lock_cap ? 2 * lock_cap : 16, *more = realloc(lock_fds, sizeof *more * (size_t)cap);
+    if (more) lock_fds = more, lock_cap = cap;
+    else ok = 0;
+  }
+  if (ok) lock_fds[nlock_fds++] = fd;
+  pthread_mutex_unlock(&lock_mu);
+  return ok;
+}
+
 /* A random 63-bit number (the clock and the process id where getrandom fails). */
 static int64_t nonce(void) {
   uint64_t r = 0;
@@ -93,9 +143,10 @@ dist_status dist__shm_seg_open(const struct dist__group *g, const char *kind, si
     int held = 0;
     if (step == 1 && g->rank != 0 && ok) fd = shm_open(name, O_RDWR | O_CLOEXEC, 0600), ok = fd >= 0;
     if (step == 1 && ok) ok = (map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) != MAP_FAILED;
+    if (step == 1 && ok) (void)madvise(map, bytes, MADV_DONTFORK); /* a mapping holds the lock too (lock_fds) */
     if (step == 1 && ok) {
       struct flock l = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = g->rank, .l_len = 1, .l_pid = 0};
-      held = fcntl(fd, F_OFD_SETLK, &l) == 0;
+      held = fcntl(fd, F_OFD_SETLK, &l) == 0 && lock_fd_keep(fd);
     }
     int64_t flag = ok | held << 1;
     s = gloo_gather(g, &flag, sizeof flag, flags);
@@ -106,11 +157,14 @@ dist_status dist__shm_seg_open(const struct dist__group *g, const char *kind, si
   if (ok && !s) {
     for (int q = 0; q < P; q++) pids[q] = all[2 * q];
     memmove(all, pids, sizeof *pids * (size_t)P); /* the block becomes the pid list */
-    if (!locked) close(fd), fd = -1; /* an old kernel: kill(pid, 0) instead */
+    if (!locked) { /* an old kernel: kill(pid, 0) instead */
+      lock_fd_drop(fd);
+      close(fd), fd = -1;
+    }
     seg->map = map, seg->bytes = bytes, seg->pids = all, seg->fd = fd, seg->locked = locked;
     return DIST_SUCCESS;
   }
-  if (fd >= 0) close(fd);
+  if (fd >= 0) lock_fd_drop(fd), close(fd);
   if (map != MAP_FAILED) munmap(map, bytes);
   if (!s) dist_log(DIST_LOG_DEBUG, "group '%s': no shared %s segment (%zu bytes)", g->name, kind, bytes);
   dist__reserve_free(all);
@@ -120,7 +174,7 @@ dist_status dist__shm_seg_open(const struct dist__group *g, const char *kind, si
 
 void dist__shm_seg_close(dist__shm_seg *seg) {
   if (seg->map) munmap(seg->map, seg->bytes);
-  if (seg->locked) close(seg->fd); /* drops my lock: to the others, I am gone */
+  if (seg->locked) lock_fd_drop(seg->fd), close(seg->fd); /* drops my lock: to the others, I am gone */
   free(seg->pids);
   memset(seg, 0, sizeof *seg);
 }
