@@ -1044,9 +1044,10 @@ static void test_memops_overflow(void) {
 
 /* 70 pieces (two launches on a GPU) of sizes 0..9 elements and three big
  * ones (1, 1000, 70001), from src into dst in memory `mem`, of dtype t
- * (esize bytes), divided by d. With `shift`, both buffers start min(esize,
- * 8) bytes past an allocation (a c128 at an 8-byte boundary), so that the
- * device copy must use narrower words. The result must equal the test's own
+ * (esize bytes), divided by d. With `shift` 1, both buffers start min(esize,
+ * 8) bytes past an allocation (a c128 at an 8-byte boundary), with 2 one
+ * byte past (a plain copy only), so that the device copy must use narrower
+ * words. The result must equal the test's own
  * arithmetic on every element and leave every byte outside the pieces
  * alone. Returns 0 when `mem` cannot be had. */
 #define NPIECES 73
@@ -1073,7 +1074,7 @@ static int pieces_case(dist_memory mem, dist_dtype t, int64_t d, int shift) {
         for (int c = 0; c < 2; c++) ((double *)want)[2 * i + c] = ((const double *)hs)[2 * i + c] / (double)d;
       else ((uint16_t *)want)[i] = to_bf16(from_bf16(((const uint16_t *)hs)[i]) / (float)d);
     }
-  size_t at = shift ? (es < 8 ? es : 8) : 0;
+  size_t at = shift == 1 ? (es < 8 ? es : 8) : shift == 2 ? 1 : 0; /* 2: off any alignment (copies only) */
   void *s = mem == DIST_MEM_HOST ? hs : NULL, *dd = mem == DIST_MEM_HOST ? hd : NULL;
   int ok = mem == DIST_MEM_HOST || (dist__mem_alloc(mem, total * es + at, &s) == DIST_SUCCESS &&
                                     dist__mem_alloc(mem, total * es + at, &dd) == DIST_SUCCESS &&
@@ -1106,6 +1107,8 @@ static void test_copy_pieces(void) {
       printf("(device memory: none here) ");
       break;
     }
+    pieces_case(mem, DIST_F32, 1, 2);
+    pieces_case(mem, DIST_C128, 1, 2);
     for (int shift = 0; shift < 2; shift++) {
       pieces_case(mem, DIST_F32, 1, shift);
       pieces_case(mem, DIST_F32, 3, shift);
@@ -1124,6 +1127,11 @@ static void test_copy_pieces(void) {
   ASSERT_MSG_HAS("not a floating type");
   ASSERT_STATUS(dist__mem_copy_pieces(DIST_MEM_HOST, NULL, 2, DIST_F32, 1), DIST_ERR_INVALID_ARGUMENT);
   ASSERT_MSG_HAS("NULL");
+  static float fa[8], fb[8];
+  dist__piece odd = {(char *)fa + 2, fb, 3};
+  ASSERT_STATUS(dist__mem_copy_pieces(DIST_MEM_HOST, &odd, 1, DIST_F32, 3), DIST_ERR_INVALID_ARGUMENT);
+  ASSERT_MSG_HAS("piece 0 is not aligned to its f32 numbers");
+  ASSERT_OK(dist__mem_copy_pieces(DIST_MEM_HOST, &odd, 1, DIST_F32, 1)); /* a plain copy takes any bytes */
   p.n = SIZE_MAX / 2;
   ASSERT_STATUS(dist__mem_copy_pieces(DIST_MEM_HOST, &p, 1, DIST_F32, 1), DIST_ERR_INVALID_ARGUMENT);
   ASSERT_MSG_HAS("overflows");

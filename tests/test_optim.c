@@ -850,6 +850,17 @@ static void test_dtype_errors(void) {
   uint16_t h[3] = {0}, hg[3] = {0};
   dist_params *set;
   ASSERT_OK(dist_params_create(NULL, &set));
+  /* Buffers not aligned to their elements, and a count whose bytes overflow. */
+  static double w[4], g[4];
+  ASSERT_STATUS(dist_params_add(set, "odd", (char *)w + 4, g, 2, DIST_F64, DIST_MEM_HOST, 0, NULL),
+                DIST_ERR_INVALID_ARGUMENT);
+  ASSERT_MSG_HAS("'odd': data is not aligned to its 8-byte f64 elements");
+  ASSERT_STATUS(dist_params_add(set, "odd", w, (char *)g + 2, 2, DIST_F32, DIST_MEM_HOST, 0, NULL),
+                DIST_ERR_INVALID_ARGUMENT);
+  ASSERT_MSG_HAS("grad is not aligned");
+  ASSERT_STATUS(dist_params_add(set, "huge", w, g, INT64_MAX / 2, DIST_F64, DIST_MEM_HOST, 0, NULL),
+                DIST_ERR_INVALID_ARGUMENT);
+  ASSERT_MSG_HAS("overflow size_t");
   ASSERT_OK(dist_params_add(set, "half", h, hg, 3, DIST_BF16, DIST_MEM_HOST, 0, NULL));
   ASSERT_OK(dist_params_commit(set));
   dist_optim *o = NULL;

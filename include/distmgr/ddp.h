@@ -11,6 +11,9 @@
  *             dist_ddp_mark_ready(ddp, index)
  *             - the gradient is copied into its bucket (not with
  *               grad_as_bucket_view: the gradient already lives there);
+ *               in device memory, all of a bucket's gradients in one batch
+ *               when its last one is marked (on the stream current then),
+ *               so a marked gradient must not change until finalize;
  *             - a bucket whose parameters are all ready starts its
  *               non-blocking all-reduce at once, strictly in bucket order
  *               (a later bucket that fills first waits for the earlier ones);

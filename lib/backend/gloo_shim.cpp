@@ -68,10 +68,10 @@ class Store : public gloo::rendezvous::Store {
  private:
   // Gloo's keys are a rank ("3": its addresses) or "rank_3" (its host): a
   // timeout names the ranks that did not come.
-  static void check(dist_status s, const std::vector<std::string> &keys) {
+  void check(dist_status s, const std::vector<std::string> &keys) const {
     if (!s) return;
     std::string msg = dist_last_error();
-    if (s == DIST_ERR_TIMEOUT) {
+    if (s == DIST_ERR_TIMEOUT && !dist__store_saw_give_up(c_)) {  // not a rank's own timeout, passed on
       std::string ranks;
       for (const auto &k : keys) {
         std::string r = k.rfind("rank_", 0) == 0 ? k.substr(5) : k;

@@ -33,13 +33,16 @@
 static pthread_mutex_t lock_mu = PTHREAD_MUTEX_INITIALIZER;
 static int *lock_fds, nlock_fds, lock_cap;
 
-static void lock_fd_drop(int fd) {
+/* Closes fd, forgotten first; under the mutex, so that no fork in between
+ * copies it unredirected. */
+static void lock_fd_close(int fd) {
   pthread_mutex_lock(&lock_mu);
   for (int i = 0; i < nlock_fds; i++)
     if (lock_fds[i] == fd) {
       lock_fds[i] = lock_fds[--nlock_fds];
       break;
     }
+  close(fd);
   pthread_mutex_unlock(&lock_mu);
 }
 
@@ -58,19 +61,26 @@ static void fork_child(void) {
 }
 static void lock_fds_init(void) { (void)pthread_atfork(fork_prepare, fork_parent, fork_child); }
 
-/* 0 when it cannot be kept (no memory): the segment then goes without. */
-static int lock_fd_keep(int fd) {
+/* Maps the segment out of children's reach and takes this member's lock
+ * on byte `rank`, remembering fd; all under the mutex, so that no fork in
+ * between copies the mapping or the lock. 1 when the lock is held; 0 where
+ * any step fails (no memory, an old kernel): the segment then goes on
+ * without locks. *map is MAP_FAILED when the mapping failed. */
+static int map_and_lock(int fd, size_t bytes, int rank, void **map) {
   pthread_once(&lock_once, lock_fds_init);
   pthread_mutex_lock(&lock_mu);
-  int ok = 1;
-  if (nlock_fds == lock_cap) {
+  *map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int held = *map != MAP_FAILED && madvise(*map, bytes, MADV_DONTFORK) == 0;
+  if (held && nlock_fds == lock_cap) {
     int cap = lock_cap ? 2 * lock_cap : 16, *more = realloc(lock_fds, sizeof *more * (size_t)cap);
     if (more) lock_fds = more, lock_cap = cap;
-    else ok = 0;
+    else held = 0;
   }
-  if (ok) lock_fds[nlock_fds++] = fd;
+  struct flock l = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = rank, .l_len = 1, .l_pid = 0};
+  held = held && fcntl(fd, F_OFD_SETLK, &l) == 0;
+  if (held) lock_fds[nlock_fds++] = fd;
   pthread_mutex_unlock(&lock_mu);
-  return ok;
+  return held;
 }
 
 /* A random 63-bit number (the clock and the process id where getrandom fails). */
@@ -142,12 +152,7 @@ dist_status dist__shm_seg_open(const struct dist__group *g, const char *kind, si
   for (int step = 0; step < 2 && !s; step++) { /* 0: member 0 made it; 1: every member mapped it */
     int held = 0;
     if (step == 1 && g->rank != 0 && ok) fd = shm_open(name, O_RDWR | O_CLOEXEC, 0600), ok = fd >= 0;
-    if (step == 1 && ok) ok = (map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) != MAP_FAILED;
-    if (step == 1 && ok) (void)madvise(map, bytes, MADV_DONTFORK); /* a mapping holds the lock too (lock_fds) */
-    if (step == 1 && ok) {
-      struct flock l = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = g->rank, .l_len = 1, .l_pid = 0};
-      held = fcntl(fd, F_OFD_SETLK, &l) == 0 && lock_fd_keep(fd);
-    }
+    if (step == 1 && ok) held = map_and_lock(fd, bytes, g->rank, &map), ok = map != MAP_FAILED;
     int64_t flag = ok | held << 1;
     s = gloo_gather(g, &flag, sizeof flag, flags);
     locked = 1;
@@ -157,14 +162,11 @@ dist_status dist__shm_seg_open(const struct dist__group *g, const char *kind, si
   if (ok && !s) {
     for (int q = 0; q < P; q++) pids[q] = all[2 * q];
     memmove(all, pids, sizeof *pids * (size_t)P); /* the block becomes the pid list */
-    if (!locked) { /* an old kernel: kill(pid, 0) instead */
-      lock_fd_drop(fd);
-      close(fd), fd = -1;
-    }
+    if (!locked) lock_fd_close(fd), fd = -1; /* an old kernel: kill(pid, 0) instead */
     seg->map = map, seg->bytes = bytes, seg->pids = all, seg->fd = fd, seg->locked = locked;
     return DIST_SUCCESS;
   }
-  if (fd >= 0) lock_fd_drop(fd), close(fd);
+  if (fd >= 0) lock_fd_close(fd);
   if (map != MAP_FAILED) munmap(map, bytes);
   if (!s) dist_log(DIST_LOG_DEBUG, "group '%s': no shared %s segment (%zu bytes)", g->name, kind, bytes);
   dist__reserve_free(all);
@@ -174,7 +176,7 @@ dist_status dist__shm_seg_open(const struct dist__group *g, const char *kind, si
 
 void dist__shm_seg_close(dist__shm_seg *seg) {
   if (seg->map) munmap(seg->map, seg->bytes);
-  if (seg->locked) lock_fd_drop(seg->fd), close(seg->fd); /* drops my lock: to the others, I am gone */
+  if (seg->locked) lock_fd_close(seg->fd); /* drops my lock: to the others, I am gone */
   free(seg->pids);
   memset(seg, 0, sizeof *seg);
 }

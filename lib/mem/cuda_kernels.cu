@@ -144,12 +144,11 @@ extern "C" int dist__cuda_copy_pieces(const void *p, int n, int dtype, size_t es
   if (n > PIECES) return 1;
   pieces a;
   memcpy(a.p, p, sizeof(piece) * (size_t)n);
-  // Copies move the widest words (16 bytes, then 8, ...) that every piece's
-  // addresses and length allow, down to what any element's alignment gives
-  // (its size, at most 8: a c128 may sit at an 8-byte boundary).
-  size_t least = esize < 8 ? esize : 8, unit = 16, most = 0;
+  // Copies move the widest words (16 bytes, then 8, ... 1) that every
+  // piece's addresses and length allow (a c128 may sit at an 8-byte boundary).
+  size_t unit = 16, most = 0;
   for (int k = 0; d == 1 && k < n; k++)
-    while (unit > least && ((uintptr_t)a.p[k].dst % unit || (uintptr_t)a.p[k].src % unit || a.p[k].n * esize % unit))
+    while (unit > 1 && ((uintptr_t)a.p[k].dst % unit || (uintptr_t)a.p[k].src % unit || a.p[k].n * esize % unit))
       unit /= 2;
   for (int k = 0; k < n; k++) {
     a.p[k].n = d == 1 ? a.p[k].n * esize / unit : a.p[k].n * (dtype == C64 || dtype == C128 ? 2 : 1);

@@ -61,11 +61,16 @@ dist_status dist__mem_copy_pieces(dist_memory mem, const dist__piece *p, int n, 
   if (divisor > 1 && !floating(t))
     return dist__error(DIST_ERR_INVALID_ARGUMENT, "batched copy divided by %lld: %s is not a floating type",
                        (long long)divisor, dist_dtype_name(t));
-  size_t esize = dist_dtype_size(t), bytes;
-  for (int i = 0; i < n; i++)
+  /* Division reads whole numbers (a complex one's parts); a plain copy any bytes. */
+  size_t esize = dist_dtype_size(t), bytes, align = t == DIST_C64 ? 4 : t == DIST_C128 ? 8 : esize;
+  for (int i = 0; i < n; i++) {
     if (__builtin_mul_overflow(p[i].n, esize, &bytes))
       return dist__error(DIST_ERR_INVALID_ARGUMENT, "batched copy: piece %d of %zu elements of %s overflows size_t", i,
                          p[i].n, dist_dtype_name(t));
+    if (divisor > 1 && p[i].n && ((uintptr_t)p[i].dst % align || (uintptr_t)p[i].src % align))
+      return dist__error(DIST_ERR_INVALID_ARGUMENT, "batched copy: piece %d is not aligned to its %s numbers", i,
+                         dist_dtype_name(t));
+  }
   return n ? ops(mem)->copy_pieces(p, n, t, divisor) : DIST_SUCCESS;
 }
 

@@ -41,7 +41,14 @@ dist_status dist_params_add(dist_params *p, const char *name, void *data, void *
     return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_params_add '%s': unknown memory space %d", nm, (int)memory);
   if (numel > 0 && (!data || !grad))
     return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_params_add '%s': %s is NULL", nm, data ? "grad" : "data");
-  size_t bytes = (size_t)numel * dist_dtype_size(dtype);
+  size_t esize = dist_dtype_size(dtype), bytes = (size_t)numel * esize;
+  if ((uint64_t)numel > SIZE_MAX / esize)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_params_add '%s': %lld elements of %s overflow size_t", nm,
+                       (long long)numel, dist_dtype_name(dtype));
+  /* the element loops and kernels read whole elements */
+  if ((uintptr_t)data % esize || (uintptr_t)grad % esize)
+    return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_params_add '%s': %s is not aligned to its %zu-byte %s elements", nm,
+                       (uintptr_t)data % esize ? "data" : "grad", esize, dist_dtype_name(dtype));
   if (numel > 0 && (char *)data < (char *)grad + bytes && (char *)grad < (char *)data + bytes)
     return dist__error(DIST_ERR_INVALID_ARGUMENT, "dist_params_add '%s': data and grad overlap", nm);
   if (p->n == p->cap) {

@@ -125,7 +125,10 @@ dist_status dist__ddp_launch_ready(dist_ddp *d) {
     if (gathered(d, b)) { /* a failed copy still launches the bucket: the other ranks expect it */
       s = dist__fault("ddp_copy") ? dist__error(DIST_ERR_INTERNAL, "injected fault (ddp_copy)")
                                   : dist__mem_copy_pieces(b->memory, d->pieces, bucket_pieces(d, b, 1, 1), b->dtype, 1);
-      if (s) snprintf(at, sizeof at, "DDP bucket %d: copying its gradients into it: %s", k, dist_last_error());
+      if (s) { /* best effort: a zero contribution rather than stale bytes, as launch does */
+        snprintf(at, sizeof at, "DDP bucket %d: copying its gradients into it: %s", k, dist_last_error());
+        dist__mem_zero(b->memory, b->buf, (size_t)b->numel * dist_dtype_size(b->dtype));
+      }
     }
     dist_status l = launch(d, k);
     if (l && !s) s = l, snprintf(at, sizeof at, "%s", dist_last_error());

@@ -26,7 +26,7 @@ struct dist__store_client {
   dist__store_limits lim;
   int answered; /* a reply came on this connection: it speaks our dialect */
   char watch[DIST__STORE_WATCHES][200]; /* keys whose arrival ends every wait (dist__store_watch) */
-  int gave_up;                          /* a wait ended on a watched key */
+  int gave_up;                          /* the last wait ended on a watched key */
 };
 
 static dist_status open_fd(dist__store_client *c, double deadline) {
@@ -283,6 +283,7 @@ static dist_status watched(dist__store_client *c) {
 
 dist_status dist__store_wait(dist__store_client *c, const char *const *keys, size_t n, double timeout) {
   double deadline = dist__net_now() + (timeout > 0 ? timeout : c->timeout), slice = 0.05;
+  c->gave_up = 0; /* it tells of the last wait only */
   char before[1024]; /* a slice that ran out is no failure: its message must not replace the last one */
   snprintf(before, sizeof before, "%s", dist_last_error());
   for (;;) {

@@ -63,7 +63,7 @@ dist_status dist__store_wait(dist__store_client *c, const char *const *keys, siz
  * 0: the rendezvous' own; 1: the operation under way (a Gloo connect). */
 #define DIST__STORE_WATCHES 2
 void dist__store_watch(dist__store_client *c, int slot, const char *key);
-/* Some wait on c ended on a watched key (a rank gave up). */
+/* The last wait on c (WAIT, or GET's) ended on a watched key (a rank gave up). */
 int dist__store_saw_give_up(const dist__store_client *c);
 /* The code of a gave-up message, "[code] text" (dist__rdzv_give_up_on);
  * *msg moves past the tag. From the network: anything else, or a code that
