@@ -30,7 +30,7 @@ extern "C" {
   X(ERR_CUDA, -14, "CUDA call failed")                                                     \
   X(ERR_NO_MEMORY, -15, "out of memory")                                                   \
   X(ERR_INTERNAL, -16, "internal error (please report)")                                  \
-  X(ERR_IO, -17, "file input/output failed")                                               \
+  X(ERR_IO, -17, "input/output failed (a file or a connection)")                          \
   X(ERR_CORRUPT, -18, "malformed, truncated or mismatched data")                          \
   X(ERR_TIMEOUT, -19, "a collective did not complete within DIST_TIMEOUT")                \
   X(ERR_ABORTED, -20, "the job cannot continue: a rank failed, left or gave up (see the message)") \
