@@ -107,7 +107,7 @@ extern "C" int dist__cuda_divide(void *b, int dtype, size_t n, int64_t d, cudaSt
 
 // A batch of copies in one launch: blockIdx.y picks the piece (as
 // dist__piece in memops.h), blockIdx.x strides over its elements.
-#define PIECES 64 // DIST__PIECES_PER_LAUNCH
+#define PIECES 64 // a launch's
 struct piece {
   void *dst;
   const void *src;
@@ -139,9 +139,7 @@ __global__ void divide_pieces_f16(pieces a, int64_t d) {
 }
 
 // n <= PIECES pieces of elements of esize bytes, each dst = src / d (d 1: a copy).
-extern "C" int dist__cuda_copy_pieces(const void *p, int n, int dtype, size_t esize, int64_t d, cudaStream_t s) {
-  if (n <= 0) return 0;
-  if (n > PIECES) return 1;
+static int launch_pieces(const void *p, int n, int dtype, size_t esize, int64_t d, cudaStream_t s) {
   pieces a;
   memcpy(a.p, p, sizeof(piece) * (size_t)n);
   // Copies move the widest words (16 bytes, then 8, ... 1) that every
@@ -176,6 +174,13 @@ extern "C" int dist__cuda_copy_pieces(const void *p, int n, int dtype, size_t es
     default: return 1;
   }
   return launched();
+}
+
+// Any number of pieces, PIECES a launch.
+extern "C" int dist__cuda_copy_pieces(const void *p, int n, int dtype, size_t esize, int64_t d, cudaStream_t s) {
+  for (int k = 0; k < n; k += PIECES)
+    if (launch_pieces((const piece *)p + k, n - k < PIECES ? n - k : PIECES, dtype, esize, d, s)) return 1;
+  return 0;
 }
 
 extern "C" int dist__cuda_index_add(void *dst, const void *src, int dtype, int64_t outer, int64_t rows, int64_t inner,

@@ -78,16 +78,7 @@ static dist_status divide(void *buf, dist_dtype t, size_t n, int64_t d) {
 }
 
 static dist_status copy_pieces(const dist__piece *p, int n, dist_dtype t, int64_t d) {
-  for (int k = 0; k < n; k += DIST__PIECES_PER_LAUNCH) {
-    int m = n - k < DIST__PIECES_PER_LAUNCH ? n - k : DIST__PIECES_PER_LAUNCH;
-    (void)cudaGetLastError();
-    if (dist__cuda_copy_pieces(p + k, m, (int)t, dist_dtype_size(t), d, stream)) {
-      cudaError_t e = cudaGetLastError();
-      if (e == cudaSuccess) return dist__error(DIST_ERR_INTERNAL, "batched copy of %s: unsupported dtype", dist_dtype_name(t));
-      return dist__cuda_error(e, "dist__cuda_copy_pieces");
-    }
-  }
-  return DIST_SUCCESS;
+  KERNEL(dist__cuda_copy_pieces(p, n, (int)t, dist_dtype_size(t), d, stream));
 }
 
 static dist_status index_add(void *dst, const void *src, dist_dtype t, int64_t outer, int64_t rows, int64_t inner,

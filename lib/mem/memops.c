@@ -50,19 +50,16 @@ dist_status dist__mem_divide(dist_memory mem, void *buf, dist_dtype t, size_t n,
   return ops(mem)->divide(buf, t, n, d);
 }
 
-static int floating(dist_dtype t) {
-  return t == DIST_F32 || t == DIST_F64 || t == DIST_BF16 || t == DIST_F16 || t == DIST_C64 || t == DIST_C128;
-}
-
 dist_status dist__mem_copy_pieces(dist_memory mem, const dist__piece *p, int n, dist_dtype t, int64_t divisor) {
   if (n < 0 || (n && !p) || divisor < 1)
     return dist__error(DIST_ERR_INVALID_ARGUMENT, "batched copy of %d pieces (%s) with divisor %lld", n,
                        p ? "given" : "NULL", (long long)divisor);
-  if (divisor > 1 && !floating(t))
+  const int valid = dist__dtype_valid(t), halves = valid && dist__dtype_kind(t) == DIST__COMPLEX;
+  if (divisor > 1 && (!valid || dist__dtype_kind(t) == DIST__INT))
     return dist__error(DIST_ERR_INVALID_ARGUMENT, "batched copy divided by %lld: %s is not a floating type",
                        (long long)divisor, dist_dtype_name(t));
-  /* Division reads whole numbers (a complex one's parts); a plain copy any bytes. */
-  size_t esize = dist_dtype_size(t), bytes, align = t == DIST_C64 ? 4 : t == DIST_C128 ? 8 : esize;
+  /* Division reads whole numbers; a plain copy any bytes. */
+  size_t esize = dist_dtype_size(t), bytes, align = halves ? esize / 2 : esize; /* a complex number's parts */
   for (int i = 0; i < n; i++) {
     if (__builtin_mul_overflow(p[i].n, esize, &bytes))
       return dist__error(DIST_ERR_INVALID_ARGUMENT, "batched copy: piece %d of %zu elements of %s overflows size_t", i,

@@ -32,10 +32,9 @@ typedef struct dist__piece {
 /* dst = src / divisor for each of the n pieces, elements of t. divisor 1 is
  * a plain copy (any t); otherwise t is floating, the 16-bit ones computed in
  * f32 as widen, dist__mem_divide and narrow would. Pieces must not overlap.
- * CUDA memory: one kernel per DIST__PIECES_PER_LAUNCH pieces, where one copy
- * each would be bound by the launches (DDP's buckets of small tensors). */
+ * CUDA memory: one kernel per 64 pieces, where one copy each would be bound
+ * by the launches (DDP's buckets of small tensors). */
 dist_status dist__mem_copy_pieces(dist_memory mem, const dist__piece *p, int n, dist_dtype t, int64_t divisor);
-#define DIST__PIECES_PER_LAUNCH 64
 /* For a tensor viewed as [outer, rows, inner] (t not 16-bit):
  * dst[o, idx[k], :] += src[o, k, :] for k < nidx, where src is [outer, nidx, inner]. */
 dist_status dist__mem_index_add(dist_memory mem, void *dst, const void *src, dist_dtype t, int64_t outer, int64_t rows,

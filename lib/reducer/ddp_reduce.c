@@ -35,7 +35,7 @@ static int bucket_pieces(dist_ddp *d, const dist__bucket *b, int into_bucket, in
     int i = b->params[j];
     if (marked_only && !d->marked[i]) continue;
     const dist__param *q = &d->p->p[i];
-    void *at = (char *)b->buf + (size_t)b->offset[j] * dist_dtype_size(b->dtype);
+    void *at = slot(d, i);
     d->pieces[n++] = into_bucket ? (dist__piece){at, q->grad, (size_t)q->numel} : (dist__piece){q->grad, at, (size_t)q->numel};
   }
   return n;
